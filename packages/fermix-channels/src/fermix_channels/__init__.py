@@ -1,0 +1,3 @@
+"""First-party Fermix channels."""
+
+__version__ = "0.1.0"

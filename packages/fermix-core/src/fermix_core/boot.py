@@ -1,0 +1,97 @@
+"""Assembly: from a FERMIX_HOME and an environment to loaded plugins and collected specs.
+
+Every entry into Fermix — the daemon, the CLI, an embedding app, a test — goes through
+:func:`assemble`, so the order is always the same: read config.toml as a document, take the
+plugin block list from it, load plugins (core's own built-ins first, through the same hooks
+third parties use), collect and validate their specs, and only then validate the whole
+config against what the plugins declared.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fermix_core import __version__
+from fermix_core.plugins.discovery import LOAD_PLUGINS_ENV, PluginRecord, parse_load_filter
+from fermix_core.plugins.host import PluginHost
+from fermix_core.plugins.registry import SpecRegistry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fermix_core.config import ConfigError, LoadedConfig
+    from fermix_core.home import FermixHome
+
+BUILTIN_PLUGIN_NAME = "core.builtins"
+
+
+@dataclass
+class Assembly:
+    home: FermixHome
+    environ: Mapping[str, str]
+    host: PluginHost
+    registry: SpecRegistry
+    document: Any = None
+    #: A config.toml that could not even be parsed (TOML syntax, bad plugin block list).
+    document_error: ConfigError | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unavailable(self) -> list[PluginRecord]:
+        return self.host.unavailable()
+
+    def load_config(self) -> LoadedConfig:
+        """Validate config.toml against the collected specs; raises ``ConfigError``."""
+        from fermix_core.config import load_config
+
+        if self.document_error is not None:
+            raise self.document_error
+        return load_config(
+            self.home,
+            self.registry,
+            unavailable=self.unavailable,
+            environ=self.environ,
+            document=self.document,
+        )
+
+
+def assemble(
+    home: FermixHome | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    plugins: Iterable[tuple[str, Any]] = (),
+    entry_points: bool = True,
+) -> Assembly:
+    """Load plugins and collect their specs. Never raises for a broken plugin or config file."""
+    from fermix_core import builtin_plugin
+    from fermix_core.config import ConfigError, plugins_disabled, read_document
+    from fermix_core.home import FermixHome
+
+    env = dict(os.environ) if environ is None else dict(environ)
+    home = home or FermixHome.resolve(env)
+
+    document = None
+    document_error: ConfigError | None = None
+    disabled: list[str] = []
+    try:
+        document = read_document(home.config_file)
+        disabled = plugins_disabled(document)
+    except ConfigError as exc:
+        document_error = exc
+
+    host = PluginHost()
+    host.register(builtin_plugin, BUILTIN_PLUGIN_NAME, distribution="fermix-core", version=__version__)
+    for name, plugin in plugins:
+        host.register(plugin, name)
+    if entry_points:
+        host.load_entry_points(only=parse_load_filter(env.get(LOAD_PLUGINS_ENV)), disabled=disabled)
+    registry = host.collect()
+    return Assembly(
+        home=home,
+        environ=env,
+        host=host,
+        registry=registry,
+        document=document,
+        document_error=document_error,
+    )

@@ -1,0 +1,30 @@
+"""Core's own contributions, registered through the same hooks third-party plugins use.
+
+The loader registers this module directly (not through an entry point), so core's doctor
+rows and setup steps exist even when ``FERMIX_LOAD_PLUGINS`` is empty.
+"""
+
+from __future__ import annotations
+
+from fermix_core.hookspecs import hookimpl
+from fermix_core.specs import DoctorCheckSpec, SetupStepSpec
+
+
+@hookimpl
+def fermix_doctor_checks():
+    yield DoctorCheckSpec(name="config", label="config.toml", check="fermix_core.doctor_checks:check_config", order=10)
+    yield DoctorCheckSpec(name="plugins", label="plugins", check="fermix_core.doctor_checks:check_plugins", order=20)
+    yield DoctorCheckSpec(name="home", label="FERMIX_HOME", check="fermix_core.doctor_checks:check_home", order=30)
+    yield DoctorCheckSpec(name="auth_file", label="auth.json", check="fermix_core.doctor_checks:check_auth_file", order=35)
+    yield DoctorCheckSpec(name="keyring", label="keyring", check="fermix_core.doctor_checks:check_keyring", order=40)
+    yield DoctorCheckSpec(name="secrets", label="secrets", check="fermix_core.doctor_checks:check_secrets", order=50)
+
+
+@hookimpl
+def fermix_setup_steps():
+    yield SetupStepSpec(
+        name="home",
+        label="Fermix home",
+        run="fermix_core.setup_steps:home_step",
+        order=0,
+    )

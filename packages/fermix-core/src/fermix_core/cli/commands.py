@@ -1,0 +1,64 @@
+"""The table of built-in commands: the single source for lazy loading and for fast help.
+
+Adding a command group is one new module plus one row here. The row's ``target`` names a
+:class:`typer.Typer` that is imported only when that command runs (or its own ``--help`` is
+asked for). ``fermix --help`` is rendered from this table without importing typer at all,
+which keeps it within a few interpreter start-ups of ``python -c pass``.
+"""
+
+from __future__ import annotations
+
+PROG = "fermix"
+SUMMARY = "Fermix — a personal AI agent daemon."
+
+
+class CommandEntry:
+    """One built-in command. A plain class: dataclasses would import ``inspect`` here."""
+
+    __slots__ = ("help", "name", "target")
+
+    def __init__(self, name: str, help: str, target: str) -> None:
+        self.name = name
+        self.help = help
+        #: ``"module:attr"`` of the typer app implementing the command.
+        self.target = target
+
+    def __repr__(self) -> str:
+        return f"CommandEntry({self.name!r}, target={self.target!r})"
+
+
+COMMANDS: tuple[CommandEntry, ...] = (
+    CommandEntry("setup", "Configure Fermix step by step (or non-interactively with flags).",
+                 "fermix_core.cli.setup_cmd:app"),
+    CommandEntry("doctor", "Check configuration, plugins, permissions, keyring and secrets.",
+                 "fermix_core.cli.doctor_cmd:app"),
+    CommandEntry("config", "Show, read, change and validate config.toml.",
+                 "fermix_core.cli.config_cmd:app"),
+    CommandEntry("plugins", "List installed plugins and what they register.",
+                 "fermix_core.cli.plugins_cmd:app"),
+)
+
+BY_NAME: dict[str, CommandEntry] = {entry.name: entry for entry in COMMANDS}
+
+
+def render_help() -> str:
+    """Top-level help, identical in content to what the typer app would list."""
+    width = max(len(entry.name) for entry in COMMANDS)
+    lines = [
+        f"Usage: {PROG} [OPTIONS] COMMAND [ARGS]...",
+        "",
+        f"  {SUMMARY}",
+        "",
+        "Options:",
+        "  -V, --version  Show the version and exit.",
+        "  -h, --help     Show this message and exit.",
+        "",
+        "Commands:",
+    ]
+    lines += [f"  {entry.name.ljust(width)}  {entry.help}" for entry in COMMANDS]
+    lines += [
+        "",
+        f"Run '{PROG} COMMAND --help' for a command's options.",
+        f"Plugins can add commands; '{PROG} plugins list' shows what is installed.",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,143 @@
+"""Core's own ``fermix doctor`` rows. Registered by :mod:`fermix_core.builtin_plugin`."""
+
+from __future__ import annotations
+
+from fermix_core.doctor import CheckResult, DoctorContext, Status
+
+
+def check_config(ctx: DoctorContext) -> list[CheckResult]:
+    path = ctx.home.config_file
+    if ctx.config_error is not None:
+        return [
+            CheckResult(
+                "config.toml",
+                Status.FAIL,
+                str(ctx.config_error),
+                fix=f"edit {path} or use `fermix config set`, then `fermix config validate`",
+            )
+        ]
+    if ctx.config is None:
+        return [CheckResult("config.toml", Status.SKIP, "not loaded")]
+    rows = [
+        CheckResult(
+            "config.toml",
+            Status.OK,
+            f"valid ({path})" if path.exists() else f"no file yet; defaults in use ({path})",
+            fix=None if path.exists() else "run `fermix setup`",
+        )
+    ]
+    for warning in ctx.config.warnings:
+        rows.append(
+            CheckResult(
+                f"config [{warning.path}]",
+                Status.WARN,
+                warning.message,
+                fix="fix or re-enable the plugin that owns this section, or remove the section",
+            )
+        )
+    return rows
+
+
+def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
+    records = ctx.host.records
+    loaded = [r for r in records if r.status == "loaded"]
+    rows = [CheckResult("plugins", Status.OK, f"{len(loaded)} loaded of {len(records)}")]
+    for record in records:
+        if record.status in ("failed", "conflict"):
+            rows.append(
+                CheckResult(
+                    f"plugin {record.name}",
+                    Status.FAIL,
+                    f"{record.source}: {record.error}",
+                    fix="upgrade or uninstall the distribution, or add it to "
+                    "[fermix_core.plugins] disabled",
+                )
+            )
+        elif record.status == "blocked":
+            rows.append(CheckResult(f"plugin {record.name}", Status.WARN, record.error or "blocked"))
+        elif record.status == "disabled":
+            rows.append(CheckResult(f"plugin {record.name}", Status.OK, "disabled in config.toml"))
+    for error in ctx.registry.errors:
+        rows.append(
+            CheckResult(
+                f"plugin specs ({error.kind})",
+                Status.FAIL,
+                str(error),
+                fix="report it to the plugin's author or disable one of the plugins named",
+            )
+        )
+    return rows
+
+
+def check_home(ctx: DoctorContext) -> list[CheckResult]:
+    home = ctx.home
+    if not home.path.exists():
+        return [CheckResult("FERMIX_HOME", Status.WARN, f"{home.path} does not exist yet", fix="run `fermix setup`")]
+    problems = home.permission_problems()
+    if problems:
+        return [CheckResult("FERMIX_HOME", Status.FAIL, "; ".join(problems))]
+    return [CheckResult("FERMIX_HOME", Status.OK, f"{home.path} (private)")]
+
+
+def check_auth_file(ctx: DoctorContext) -> list[CheckResult]:
+    from fermix_core.authfile import AuthFileError, AuthStore
+
+    store = AuthStore(ctx.home.auth_file)
+    if not ctx.home.auth_file.exists():
+        return [CheckResult("auth.json", Status.OK, "no OAuth logins stored")]
+    try:
+        profiles = sorted(store.read())
+    except AuthFileError as exc:
+        return [CheckResult("auth.json", Status.FAIL, str(exc))]
+    return [CheckResult("auth.json", Status.OK, f"mode 0600; profiles: {', '.join(profiles) or 'none'}")]
+
+
+def check_keyring(ctx: DoctorContext) -> list[CheckResult]:
+    import keyring
+
+    from fermix_core.secrets import keyring_writer_available
+
+    fix = (
+        "install and unlock a Secret Service (e.g. gnome-keyring), or store secrets as "
+        '{ source = "env", env = "..." } / { source = "command", command = [...] }'
+    )
+    try:
+        backend = keyring.get_keyring()
+        name = f"{type(backend).__module__}.{type(backend).__name__}"
+        # A read probe: a locked or broken keyring raises here, not at get_keyring().
+        backend.get_password("fermix", "fermix:__doctor_probe__")
+    except Exception as exc:
+        return [CheckResult("keyring", Status.WARN, f"unavailable: {type(exc).__name__}", fix=fix)]
+    if keyring_writer_available(backend):
+        return [CheckResult("keyring", Status.OK, name)]
+    return [CheckResult("keyring", Status.WARN, f"{name}: cannot store secrets", fix=fix)]
+
+
+def check_secrets(ctx: DoctorContext) -> list[CheckResult]:
+    if ctx.config is None:
+        return [CheckResult("secrets", Status.SKIP, "config did not load")]
+    from fermix_core.config import secret_fields
+    from fermix_core.secrets import SecretResolver
+
+    resolver = SecretResolver(
+        environ=ctx.environ, profile=ctx.config.core.fermix_core.profile, host=ctx.host
+    )
+    rows = []
+    configured = 0
+    for field in secret_fields(ctx.config, ctx.registry):
+        if field.value is None and field.env not in ctx.environ:
+            continue
+        configured += 1
+        resolved = resolver.resolve(field)
+        if resolved.value is None:
+            rows.append(
+                CheckResult(
+                    f"secret {'.'.join(field.path)}",
+                    Status.FAIL,
+                    resolved.problem or "missing",
+                    fix=f"set {field.env}, re-run `fermix setup`, or fix the stored reference",
+                )
+            )
+    if not rows:
+        rows.append(CheckResult("secrets", Status.OK, f"{configured} configured, all resolvable"))
+    return rows

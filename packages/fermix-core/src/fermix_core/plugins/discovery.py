@@ -1,0 +1,141 @@
+"""Find plugin entry points and decide which of them may load.
+
+This is deliberately separate from importing: discovery reads installed distribution
+metadata only, so ``fermix plugins list`` can report a blocked or conflicting plugin
+without ever executing its code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import ModuleType
+from typing import Any, Literal
+
+ENTRY_POINT_GROUP = "fermix"
+LOAD_PLUGINS_ENV = "FERMIX_LOAD_PLUGINS"
+
+#: Distributions that ship with Fermix; their plugins load first.
+FIRST_PARTY = frozenset({"fermix-core", "fermix-providers", "fermix-channels", "fermix-tools"})
+
+Status = Literal["loaded", "failed", "blocked", "disabled", "conflict", "pending"]
+
+
+def canonical_dist_name(name: str) -> str:
+    """PEP 503 normalisation, so ``Fermix_Weather`` and ``fermix-weather`` compare equal."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass
+class PluginRecord:
+    """What the loader knows about one plugin, whether or not it loaded."""
+
+    name: str
+    value: str
+    distribution: str | None = None
+    version: str | None = None
+    status: Status = "pending"
+    error: str | None = None
+    hooks: list[str] = field(default_factory=list)
+    module: ModuleType | Any | None = field(default=None, repr=False)
+
+    @property
+    def first_party(self) -> bool:
+        return self.distribution is not None and self.distribution in FIRST_PARTY
+
+    @property
+    def source(self) -> str:
+        """``name (distribution version)`` — how errors name where something came from."""
+        if self.distribution:
+            return f"{self.name} ({self.distribution} {self.version or '?'})"
+        return f"{self.name} (in-process)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "module": self.value,
+            "status": self.status,
+            "hooks": list(self.hooks),
+            "error": self.error,
+        }
+
+
+def parse_load_filter(raw: str | None) -> frozenset[str] | None:
+    """``FERMIX_LOAD_PLUGINS``: unset → no filter, empty → load nothing, else the names."""
+    if raw is None:
+        return None
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _matches(record: PluginRecord, names: Iterable[str]) -> bool:
+    wanted = set(names)
+    if record.name in wanted:
+        return True
+    dist = record.distribution
+    return dist is not None and dist in {canonical_dist_name(n) for n in wanted}
+
+
+def discover(
+    *,
+    entry_points: Sequence[metadata.EntryPoint] | None = None,
+    only: frozenset[str] | None = None,
+    disabled: Iterable[str] = (),
+) -> list[PluginRecord]:
+    """Return one record per ``fermix`` entry point, with blocking and conflicts decided.
+
+    * ``only`` (from ``FERMIX_LOAD_PLUGINS``) keeps just the named plugins — by entry-point
+      name or distribution name; everything else is ``blocked``.
+    * ``disabled`` (from ``[fermix_core.plugins] disabled``) marks plugins ``disabled``.
+    * The same entry-point name from two distributions is a ``conflict`` for all of them,
+      with an error naming every distribution.
+
+    First-party plugins come first, then the rest by name, so registration order is stable.
+    """
+    if entry_points is None:
+        entry_points = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    records: list[PluginRecord] = []
+    for ep in entry_points:
+        dist = getattr(ep, "dist", None)
+        records.append(
+            PluginRecord(
+                name=ep.name,
+                value=ep.value,
+                distribution=canonical_dist_name(dist.name) if dist is not None else None,
+                version=dist.version if dist is not None else None,
+            )
+        )
+    records.sort(key=lambda r: (not r.first_party, r.name, r.distribution or ""))
+
+    by_name: dict[str, list[PluginRecord]] = defaultdict(list)
+    for record in records:
+        by_name[record.name].append(record)
+    for name, same in by_name.items():
+        dists = {r.distribution for r in same}
+        if len(dists) > 1:
+            providers = ", ".join(f"{r.distribution} {r.version}" for r in same)
+            for record in same:
+                record.status = "conflict"
+                record.error = f"plugin name {name!r} is provided by several distributions: {providers}"
+
+    disabled = tuple(disabled)
+    for record in records:
+        if record.status != "pending":
+            continue
+        if only is not None and not _matches(record, only):
+            record.status = "blocked"
+            record.error = f"not listed in {LOAD_PLUGINS_ENV}"
+        elif disabled and _matches(record, disabled):
+            record.status = "disabled"
+            record.error = "disabled by [fermix_core.plugins] disabled"
+    return records
+
+
+def load_filter_from_env(environ: dict[str, str] | os._Environ[str] | None = None) -> frozenset[str] | None:
+    env = os.environ if environ is None else environ
+    return parse_load_filter(env.get(LOAD_PLUGINS_ENV))

@@ -1,0 +1,251 @@
+"""The plugin host: imports plugins in isolation, registers them with pluggy, collects specs.
+
+We use pluggy for hook declaration and calling, but not its ``load_setuptools_entrypoints``:
+that stops at the first broken plugin and cannot say which distribution a name came from.
+Here each plugin is imported on its own; a failure is recorded on its
+:class:`~fermix_core.plugins.discovery.PluginRecord` and the rest carry on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import logging
+import traceback
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from fermix_core import hookspecs
+from fermix_core.hookspecs import PROJECT, REGISTRATION_HOOKS
+from fermix_core.plugins.discovery import PluginRecord, discover, load_filter_from_env
+from fermix_core.plugins.registry import SpecError, SpecRegistry
+from fermix_core.specs import SPEC_KINDS, Spec
+from fermix_core.telemetry import Telemetry, TelemetryEvent
+
+log = logging.getLogger("fermix.plugins")
+
+KNOWN_HOOKS = frozenset(
+    name for name in dir(hookspecs) if name.startswith("fermix_") and callable(getattr(hookspecs, name))
+)
+
+
+def _hook_names(obj: Any) -> list[str]:
+    """Names of the functions on *obj* decorated with ``@hookimpl``."""
+    names = []
+    for attr in dir(obj):
+        if not attr.startswith("fermix_"):
+            continue
+        value = getattr(obj, attr, None)
+        if getattr(value, f"{PROJECT}_impl", None) is not None:
+            names.append(attr)
+    return sorted(names)
+
+
+def _call(impl: Any, **kwargs: Any) -> Any:
+    """Call one hook implementation with the subset of arguments it declares (as pluggy does)."""
+    return impl.function(*[kwargs[name] for name in impl.argnames])
+
+
+def _short_error(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class PluginHost:
+    """Owns the pluggy manager and the record of every plugin, loaded or not."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.records: list[PluginRecord] = []
+        self.telemetry = Telemetry()
+        self.telemetry.subscribe(self._dispatch_event)
+
+    # ------------------------------------------------------------------ loading
+
+    def load_entry_points(
+        self,
+        *,
+        only: frozenset[str] | None | object = ...,
+        disabled: Iterable[str] = (),
+        entry_points: Sequence[metadata.EntryPoint] | None = None,
+    ) -> list[PluginRecord]:
+        """Discover ``fermix`` entry points and import every plugin that may load.
+
+        ``only`` defaults to ``FERMIX_LOAD_PLUGINS`` from the environment.
+        """
+        load_only = load_filter_from_env() if only is ... else only
+        records = discover(entry_points=entry_points, only=load_only, disabled=disabled)  # type: ignore[arg-type]
+        for record in records:
+            if record.status == "pending":
+                self._import(record)
+            self.records.append(record)
+        return records
+
+    def register(
+        self,
+        plugin: Any,
+        name: str,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> PluginRecord:
+        """Register an in-process plugin object (embedding apps and tests use this)."""
+        value = getattr(plugin, "__name__", type(plugin).__name__)
+        record = PluginRecord(name=name, value=value, distribution=distribution, version=version)
+        clash = next((r for r in self.records if r.name == name and r.status == "loaded"), None)
+        if clash is not None:
+            record.status = "conflict"
+            record.error = f"plugin name {name!r} is already registered by {clash.source}"
+        else:
+            self._activate(record, plugin)
+        self.records.append(record)
+        return record
+
+    def _import(self, record: PluginRecord) -> None:
+        module_name, _, attr = record.value.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            if attr:
+                for part in attr.split("."):
+                    obj = getattr(obj, part)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a plugin's SystemExit must not end the daemon either
+            record.status = "failed"
+            record.error = f"import failed: {_short_error(exc)}"
+            log.error("plugin %s failed to load: %s", record.source, record.error)
+            return
+        self._activate(record, obj)
+
+    def _activate(self, record: PluginRecord, obj: Any) -> None:
+        hooks = _hook_names(obj)
+        unknown = [h for h in hooks if h not in KNOWN_HOOKS]
+        if unknown:
+            hints = []
+            for h in unknown:
+                close = difflib.get_close_matches(h, KNOWN_HOOKS, n=1)
+                hints.append(f"{h!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            record.status = "failed"
+            record.error = "implements unknown hook " + ", ".join(hints)
+            log.error("plugin %s rejected: %s", record.source, record.error)
+            return
+        try:
+            self.pm.register(obj, name=record.name)
+        except Exception as exc:
+            record.status = "failed"
+            record.error = f"hook validation failed: {exc}"
+            log.error("plugin %s rejected: %s", record.source, record.error)
+            return
+        record.module = obj
+        record.hooks = hooks
+        record.status = "loaded"
+
+    # ------------------------------------------------------------------ queries
+
+    def loaded(self) -> list[PluginRecord]:
+        return [r for r in self.records if r.status == "loaded"]
+
+    def record_for(self, plugin: Any) -> PluginRecord | None:
+        return next((r for r in self.records if r.module is plugin), None)
+
+    def unavailable(self) -> list[PluginRecord]:
+        """Plugins that exist but are not active: failed, blocked, disabled or conflicting."""
+        return [r for r in self.records if r.status != "loaded"]
+
+    # ------------------------------------------------------------------ specs
+
+    def collect(self, kinds: Iterable[str] | None = None) -> SpecRegistry:
+        """Call the registration hooks of every loaded plugin and validate the result.
+
+        Each implementation is called on its own so that one plugin raising, or returning
+        something that is not a spec, is an error attributed to that plugin alone.
+        """
+        wanted = set(kinds) if kinds is not None else set(REGISTRATION_HOOKS.values())
+        collected: list[tuple[Spec, str]] = []
+        errors: list[SpecError] = []
+        for hook_name, kind in REGISTRATION_HOOKS.items():
+            if kind not in wanted:
+                continue
+            expected = SPEC_KINDS[kind]
+            caller = getattr(self.pm.hook, hook_name)
+            for impl in caller.get_hookimpls():  # registration order (pluggy calls LIFO)
+                record = self.record_for(impl.plugin)
+                source = record.source if record else impl.plugin_name
+                try:
+                    produced = impl.function()
+                    items = list(produced) if produced is not None else []
+                except Exception as exc:
+                    errors.append(SpecError(kind, None, f"{hook_name}() raised {_short_error(exc)}", (source,)))
+                    continue
+                for item in items:
+                    if not isinstance(item, expected):
+                        errors.append(
+                            SpecError(
+                                kind,
+                                getattr(item, "name", None),
+                                f"{hook_name}() yielded {type(item).__name__}, expected {expected.__name__}",
+                                (source,),
+                            )
+                        )
+                        continue
+                    collected.append((item, source))
+        registry = SpecRegistry.build(collected, errors)
+        for error in registry.errors:
+            log.error("plugin spec error: %s", error)
+        return registry
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self, runtime: Any) -> list[tuple[str, str]]:
+        return await self._lifecycle("fermix_startup", runtime, reverse=False)
+
+    async def shutdown(self, runtime: Any) -> list[tuple[str, str]]:
+        return await self._lifecycle("fermix_shutdown", runtime, reverse=True)
+
+    async def _lifecycle(self, hook_name: str, runtime: Any, *, reverse: bool) -> list[tuple[str, str]]:
+        """Run one lifecycle hook per plugin, awaiting async ones; return failures."""
+        impls = list(getattr(self.pm.hook, hook_name).get_hookimpls())
+        if reverse:
+            impls.reverse()
+        failures = []
+        for impl in impls:
+            try:
+                result = _call(impl, runtime=runtime)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                log.exception("%s of plugin %s failed", hook_name, impl.plugin_name)
+                failures.append((impl.plugin_name, _short_error(exc)))
+        return failures
+
+    def extend_cli(self, app: Any) -> None:
+        for impl in self.pm.hook.fermix_cli.get_hookimpls():
+            try:
+                _call(impl, app=app)
+            except Exception:
+                log.exception("fermix_cli of plugin %s failed", impl.plugin_name)
+
+    # ------------------------------------------------------------------ service hooks
+
+    def resolve_secret(self, request: Any) -> str | None:
+        try:
+            return self.pm.hook.fermix_resolve_secret(request=request)
+        except Exception:
+            log.exception("a fermix_resolve_secret hook failed for %s", getattr(request, "env", "?"))
+            return None
+
+    def emit(self, name: str, **data: Any) -> TelemetryEvent:
+        return self.telemetry.emit(name, **data)
+
+    def _dispatch_event(self, event: TelemetryEvent) -> None:
+        for impl in self.pm.hook.fermix_event.get_hookimpls():
+            try:
+                _call(impl, event=event)
+            except Exception:
+                log.exception("fermix_event of plugin %s failed on %s", impl.plugin_name, event.name)

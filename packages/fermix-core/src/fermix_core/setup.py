@@ -1,0 +1,178 @@
+"""``fermix setup``: a registry of steps contributed through ``fermix_setup_steps``.
+
+A step edits the config document held by the :class:`SetupContext`. Nothing is written until
+every step has run; then plaintext secrets move to the keyring, the whole result is
+validated, and config.toml is replaced atomically. A step that fails, or a result that does
+not validate, leaves the existing file exactly as it was.
+
+Interactive and non-interactive runs share one code path: :meth:`SetupContext.ask` returns a
+flag value when the user passed one, prompts when interactive, and otherwise raises
+:class:`SetupInputError` naming the flag to pass.
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fermix_core.specs import SetupOption, SetupStepSpec, resolve_ref
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fermix_core.boot import Assembly
+
+
+class SetupError(Exception):
+    """Setup cannot continue; the message says what to do."""
+
+
+class SetupInputError(SetupError):
+    """A value is needed that a non-interactive run did not get."""
+
+
+@dataclass
+class SetupIO:
+    """Terminal interaction, swappable in tests."""
+
+    prompt: Callable[[str], str] = input
+    secret_prompt: Callable[[str], str] = getpass.getpass
+    echo: Callable[[str], None] = field(default=lambda text: print(text, file=sys.stdout))
+
+
+@dataclass
+class SetupContext:
+    assembly: Assembly
+    document: Any
+    interactive: bool
+    options: Mapping[str, Any]
+    io: SetupIO = field(default_factory=SetupIO)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def home(self) -> Any:
+        return self.assembly.home
+
+    @property
+    def registry(self) -> Any:
+        return self.assembly.registry
+
+    def option(self, flag: str, default: Any = None) -> Any:
+        return self.options.get(flag, default)
+
+    def ask(self, flag: str, prompt: str, *, default: str | None = None, secret: bool = False) -> str:
+        """A value from ``--flag``, else the user (interactive), else the default, else an error."""
+        if flag in self.options:
+            return str(self.options[flag])
+        if self.interactive:
+            suffix = f" [{default}]" if default and not secret else ""
+            reader = self.io.secret_prompt if secret else self.io.prompt
+            answer = reader(f"{prompt}{suffix}: ").strip()
+            if answer:
+                return answer
+        if default is not None:
+            return default
+        raise SetupInputError(f"{prompt}: pass {flag} VALUE (running non-interactively)")
+
+    def table(self, *path: str) -> Any:
+        """The tomlkit table at *path*, created (as a real ``[a.b]`` table) when missing."""
+        import tomlkit
+
+        node = self.document
+        for key in path:
+            if key not in node:
+                node[key] = tomlkit.table(is_super_table=True) if key != path[-1] else tomlkit.table()
+            node = node[key]
+        return node
+
+
+def setup_steps(assembly: Assembly) -> list[SetupStepSpec]:
+    return sorted(assembly.registry.typed(SetupStepSpec).values(), key=lambda s: (s.order, s.name))
+
+
+def setup_options(assembly: Assembly) -> dict[str, tuple[SetupStepSpec, SetupOption]]:
+    return {opt.flag: (step, opt) for step in setup_steps(assembly) for opt in step.options}
+
+
+def parse_step_args(assembly: Assembly, args: Sequence[str]) -> dict[str, Any]:
+    """Parse ``--flag VALUE`` / ``--flag=VALUE`` / boolean ``--flag`` against declared options."""
+    known = setup_options(assembly)
+    values: dict[str, Any] = {}
+    items = list(args)
+    while items:
+        raw = items.pop(0)
+        flag, eq, inline = raw.partition("=")
+        if flag not in known:
+            valid = ", ".join(sorted(known)) or "none"
+            raise SetupError(f"unknown setup option {flag!r}; options contributed by setup steps: {valid}")
+        option = known[flag][1]
+        if option.is_bool:
+            values[flag] = True
+            continue
+        if eq:
+            values[flag] = inline
+        elif items:
+            values[flag] = items.pop(0)
+        else:
+            raise SetupError(f"{flag} needs a value")
+    return values
+
+
+@dataclass
+class SetupResult:
+    steps: list[str]
+    notes: list[str]
+    moved_secrets: list[str]
+    written: bool
+
+
+def run_setup(
+    assembly: Assembly,
+    *,
+    interactive: bool,
+    options: Mapping[str, Any],
+    io: SetupIO | None = None,
+) -> SetupResult:
+    """Run every step against a copy of config.toml, then validate and write it once."""
+    import tomlkit
+
+    from fermix_core.config import ConfigError, load_config, secret_fields
+    from fermix_core.config.writer import write_document
+    from fermix_core.secrets import store_plaintext_secrets
+
+    if assembly.document_error is not None:
+        raise SetupError(f"config.toml cannot be read, fix it first:\n{assembly.document_error}")
+    previous = assembly.document if assembly.document is not None else tomlkit.document()
+    document = tomlkit.parse(tomlkit.dumps(previous))
+    context = SetupContext(assembly, document, interactive, dict(options), io or SetupIO())
+    assembly.home.ensure()
+    ran = []
+    for step in setup_steps(assembly):
+        if context.interactive:
+            context.io.echo(f"== {step.label or step.name} ==")
+        resolve_ref(step.run)(context)
+        ran.append(step.name)
+
+    try:
+        loaded = load_config(
+            assembly.home,
+            assembly.registry,
+            unavailable=assembly.unavailable,
+            environ=assembly.environ,
+            document=document,
+        )
+    except ConfigError as exc:
+        raise SetupError(f"the new configuration is not valid; nothing was written:\n{exc}") from exc
+    profile = loaded.core.fermix_core.profile
+    migration = store_plaintext_secrets(
+        document,
+        secret_fields(loaded, assembly.registry),
+        profile=profile,
+        previous_document=previous,
+    )
+    context.notes.extend(migration.warnings)
+    changed = tomlkit.dumps(document) != tomlkit.dumps(previous) or not assembly.home.config_file.exists()
+    if changed:
+        write_document(assembly.home, document)
+    return SetupResult(ran, context.notes, list(migration.moved), changed)

@@ -1,0 +1,3 @@
+"""First-party Fermix tools."""
+
+__version__ = "0.1.0"
