@@ -1,4 +1,4 @@
-"""Project automation. ``nox -l`` lists sessions; CI runs the README's test command plus ``wheels``."""
+"""Project automation. ``nox -l`` lists sessions; CI runs the README test command and ``wheels``."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def tests(session: nox.Session, package: str) -> None:
     against every package.
     """
     if package == "integration":
-        session.install(*_editable(*PACKAGES), *TEST_DEPS)
+        session.install(*_editable(*PACKAGES), *TEST_DEPS, "ruff>=0.8")  # the docs test lints
         session.run("pytest", "tests", *session.posargs)
         return
     needed = ["fermix-core"] if package == "fermix-core" else ["fermix-core", package]
@@ -59,9 +59,11 @@ def lock(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def wheels(session: nox.Session) -> None:
-    """Build every wheel without workspace sources, install them into a clean venv, check the CLI."""
+    """Build every wheel without workspace sources, install into a clean venv, check the CLI."""
     shutil.rmtree(DIST, ignore_errors=True)
-    session.run("uv", "build", "--all-packages", "--wheel", "--no-sources", "-o", str(DIST), external=True)
+    session.run(
+        "uv", "build", "--all-packages", "--wheel", "--no-sources", "-o", str(DIST), external=True
+    )
     wheels_built = sorted(DIST.glob("*.whl"))
     names = {w.name.split("-")[0] for w in wheels_built}
     expected = {"fermix", *(p.replace("-", "_") for p in PACKAGES)}
@@ -75,7 +77,13 @@ def wheels(session: nox.Session) -> None:
     meta = next(w for w in wheels_built if w.name.startswith("fermix-"))
     others = [str(w) for w in wheels_built if w != meta]
     session.run(
-        "uv", "pip", "install", "--python", python, f"fermix[all] @ {meta.as_uri()}", *others,
+        "uv",
+        "pip",
+        "install",
+        "--python",
+        python,
+        f"fermix[all] @ {meta.as_uri()}",
+        *others,
         external=True,
     )
     fermix = str(venv / "bin" / "fermix")
@@ -83,7 +91,13 @@ def wheels(session: nox.Session) -> None:
     session.run(fermix, "--help", external=True, silent=True)
     home = venv / "home"
     out = session.run(
-        fermix, "plugins", "list", "--json", external=True, silent=True, env={"FERMIX_HOME": str(home)}
+        fermix,
+        "plugins",
+        "list",
+        "--json",
+        external=True,
+        silent=True,
+        env={"FERMIX_HOME": str(home)},
     )
     report = json.loads(out)
     by_dist: dict[str, list[dict]] = {}
@@ -95,7 +109,10 @@ def wheels(session: nox.Session) -> None:
     for package in PACKAGES:
         if package not in by_dist:
             session.error(f"no plugin from {package} was loaded: {sorted(by_dist)}")
-    session.log(f"{len(report['plugins'])} plugins loaded from wheels: " + ", ".join(p["name"] for p in report["plugins"]))
+    session.log(
+        f"{len(report['plugins'])} plugins loaded from wheels: "
+        + ", ".join(p["name"] for p in report["plugins"])
+    )
 
 
 @nox.session(venv_backend="none")

@@ -39,7 +39,9 @@ def run() -> dict:
     env["FERMIX_HOME"] = tempfile.mkdtemp(prefix="fermix-bench-")
     cold = []
     for _ in range(RUNS):
-        out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True
+        )
         cold.append(json.loads(out.stdout))
     from fermix_core.boot import assemble
 

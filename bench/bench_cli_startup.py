@@ -2,8 +2,10 @@
 
 Each sample is a fresh process. Peak RSS comes from GNU time (``/usr/bin/time -f %M``): a
 child's own ru_maxrss would include the memory of this Python parent it was forked from,
-so the measured command is exec'd by the small ``time`` binary instead. Budget from the foundation issue: --help <= 5x the bare
-interpreter's median time and <= 35 MiB peak RSS.
+so the measured command is exec'd by the small ``time`` binary instead.
+
+Budget from the foundation issue: --help <= 5x the bare interpreter's median time and
+<= 35 MiB peak RSS.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ _LAZY = {
 __all__ = ["DISTRIBUTION", "__version__", "hookimpl"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     target = _LAZY.get(name)
     if target is None:
         raise AttributeError(f"module 'fermix_core' has no attribute {name!r}")

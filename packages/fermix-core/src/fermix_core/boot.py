@@ -81,7 +81,9 @@ def assemble(
         document_error = exc
 
     host = PluginHost()
-    host.register(builtin_plugin, BUILTIN_PLUGIN_NAME, distribution="fermix-core", version=__version__)
+    host.register(
+        builtin_plugin, BUILTIN_PLUGIN_NAME, distribution="fermix-core", version=__version__
+    )
     for name, plugin in plugins:
         host.register(plugin, name)
     if entry_points:

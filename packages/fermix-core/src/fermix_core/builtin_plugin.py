@@ -12,12 +12,27 @@ from fermix_core.specs import DoctorCheckSpec, SetupStepSpec
 
 @hookimpl
 def fermix_doctor_checks():
-    yield DoctorCheckSpec(name="config", label="config.toml", check="fermix_core.doctor_checks:check_config", order=10)
-    yield DoctorCheckSpec(name="plugins", label="plugins", check="fermix_core.doctor_checks:check_plugins", order=20)
-    yield DoctorCheckSpec(name="home", label="FERMIX_HOME", check="fermix_core.doctor_checks:check_home", order=30)
-    yield DoctorCheckSpec(name="auth_file", label="auth.json", check="fermix_core.doctor_checks:check_auth_file", order=35)
-    yield DoctorCheckSpec(name="keyring", label="keyring", check="fermix_core.doctor_checks:check_keyring", order=40)
-    yield DoctorCheckSpec(name="secrets", label="secrets", check="fermix_core.doctor_checks:check_secrets", order=50)
+    yield DoctorCheckSpec(
+        name="config", label="config.toml", check="fermix_core.doctor_checks:check_config", order=10
+    )
+    yield DoctorCheckSpec(
+        name="plugins", label="plugins", check="fermix_core.doctor_checks:check_plugins", order=20
+    )
+    yield DoctorCheckSpec(
+        name="home", label="FERMIX_HOME", check="fermix_core.doctor_checks:check_home", order=30
+    )
+    yield DoctorCheckSpec(
+        name="auth_file",
+        label="auth.json",
+        check="fermix_core.doctor_checks:check_auth_file",
+        order=35,
+    )
+    yield DoctorCheckSpec(
+        name="keyring", label="keyring", check="fermix_core.doctor_checks:check_keyring", order=40
+    )
+    yield DoctorCheckSpec(
+        name="secrets", label="secrets", check="fermix_core.doctor_checks:check_secrets", order=50
+    )
 
 
 @hookimpl

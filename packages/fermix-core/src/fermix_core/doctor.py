@@ -75,7 +75,9 @@ def _as_results(value: Any, spec: DoctorCheckSpec) -> list[CheckResult]:
     for item in items:
         if not isinstance(item, CheckResult):
             results.append(
-                CheckResult(spec.label or spec.name, Status.FAIL, f"check returned {type(item).__name__}")
+                CheckResult(
+                    spec.label or spec.name, Status.FAIL, f"check returned {type(item).__name__}"
+                )
             )
             continue
         item.check = item.check or spec.name
@@ -85,7 +87,9 @@ def _as_results(value: Any, spec: DoctorCheckSpec) -> list[CheckResult]:
 
 def run_checks(context: DoctorContext) -> list[CheckResult]:
     """Run every registered check in order; a crashing check becomes a failed row."""
-    specs = sorted(context.registry.typed(DoctorCheckSpec).values(), key=lambda s: (s.order, s.name))
+    specs = sorted(
+        context.registry.typed(DoctorCheckSpec).values(), key=lambda s: (s.order, s.name)
+    )
     results: list[CheckResult] = []
     for spec in specs:
         try:

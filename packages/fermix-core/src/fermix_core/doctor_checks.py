@@ -54,7 +54,9 @@ def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
                 )
             )
         elif record.status == "blocked":
-            rows.append(CheckResult(f"plugin {record.name}", Status.WARN, record.error or "blocked"))
+            rows.append(
+                CheckResult(f"plugin {record.name}", Status.WARN, record.error or "blocked")
+            )
         elif record.status == "disabled":
             rows.append(CheckResult(f"plugin {record.name}", Status.OK, "disabled in config.toml"))
     for error in ctx.registry.errors:
@@ -72,7 +74,14 @@ def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
 def check_home(ctx: DoctorContext) -> list[CheckResult]:
     home = ctx.home
     if not home.path.exists():
-        return [CheckResult("FERMIX_HOME", Status.WARN, f"{home.path} does not exist yet", fix="run `fermix setup`")]
+        return [
+            CheckResult(
+                "FERMIX_HOME",
+                Status.WARN,
+                f"{home.path} does not exist yet",
+                fix="run `fermix setup`",
+            )
+        ]
     problems = home.permission_problems()
     if problems:
         return [CheckResult("FERMIX_HOME", Status.FAIL, "; ".join(problems))]
@@ -89,7 +98,9 @@ def check_auth_file(ctx: DoctorContext) -> list[CheckResult]:
         profiles = sorted(store.read())
     except AuthFileError as exc:
         return [CheckResult("auth.json", Status.FAIL, str(exc))]
-    return [CheckResult("auth.json", Status.OK, f"mode 0600; profiles: {', '.join(profiles) or 'none'}")]
+    return [
+        CheckResult("auth.json", Status.OK, f"mode 0600; profiles: {', '.join(profiles) or 'none'}")
+    ]
 
 
 def check_keyring(ctx: DoctorContext) -> list[CheckResult]:

@@ -61,7 +61,9 @@ class SetupContext:
     def option(self, flag: str, default: Any = None) -> Any:
         return self.options.get(flag, default)
 
-    def ask(self, flag: str, prompt: str, *, default: str | None = None, secret: bool = False) -> str:
+    def ask(
+        self, flag: str, prompt: str, *, default: str | None = None, secret: bool = False
+    ) -> str:
         """A value from ``--flag``, else the user (interactive), else the default, else an error."""
         if flag in self.options:
             return str(self.options[flag])
@@ -82,7 +84,9 @@ class SetupContext:
         node = self.document
         for key in path:
             if key not in node:
-                node[key] = tomlkit.table(is_super_table=True) if key != path[-1] else tomlkit.table()
+                node[key] = (
+                    tomlkit.table(is_super_table=True) if key != path[-1] else tomlkit.table()
+                )
             node = node[key]
         return node
 
@@ -105,7 +109,9 @@ def parse_step_args(assembly: Assembly, args: Sequence[str]) -> dict[str, Any]:
         flag, eq, inline = raw.partition("=")
         if flag not in known:
             valid = ", ".join(sorted(known)) or "none"
-            raise SetupError(f"unknown setup option {flag!r}; options contributed by setup steps: {valid}")
+            raise SetupError(
+                f"unknown setup option {flag!r}; options contributed by setup steps: {valid}"
+            )
         option = known[flag][1]
         if option.is_bool:
             values[flag] = True
@@ -163,7 +169,9 @@ def run_setup(
             document=document,
         )
     except ConfigError as exc:
-        raise SetupError(f"the new configuration is not valid; nothing was written:\n{exc}") from exc
+        raise SetupError(
+            f"the new configuration is not valid; nothing was written:\n{exc}"
+        ) from exc
     profile = loaded.core.fermix_core.profile
     migration = store_plaintext_secrets(
         document,
@@ -172,7 +180,9 @@ def run_setup(
         previous_document=previous,
     )
     context.notes.extend(migration.warnings)
-    changed = tomlkit.dumps(document) != tomlkit.dumps(previous) or not assembly.home.config_file.exists()
+    changed = (
+        tomlkit.dumps(document) != tomlkit.dumps(previous) or not assembly.home.config_file.exists()
+    )
     if changed:
         write_document(assembly.home, document)
     return SetupResult(ran, context.notes, list(migration.moved), changed)

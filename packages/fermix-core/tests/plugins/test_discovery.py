@@ -5,7 +5,9 @@ from types import SimpleNamespace
 from fermix_core.plugins.discovery import canonical_dist_name, discover, parse_load_filter
 
 
-def ep(name: str, value: str, dist: str | None = "fermix-weather", version: str = "1.0") -> SimpleNamespace:
+def ep(
+    name: str, value: str, dist: str | None = "fermix-weather", version: str = "1.0"
+) -> SimpleNamespace:
     return SimpleNamespace(
         name=name,
         value=value,
@@ -45,18 +47,27 @@ def test_only_filter_matches_entry_point_or_distribution_name() -> None:
         only=frozenset({"tools.weather", "fermix-acme"}),
     )
     status = {r.name: r.status for r in records}
-    assert status == {"tools.weather": "pending", "providers.acme": "pending", "tools.other": "blocked"}
+    assert status == {
+        "tools.weather": "pending",
+        "providers.acme": "pending",
+        "tools.other": "blocked",
+    }
     blocked = next(r for r in records if r.name == "tools.other")
     assert "FERMIX_LOAD_PLUGINS" in (blocked.error or "")
 
 
 def test_empty_filter_loads_nothing() -> None:
-    records = discover(entry_points=[ep("tools.weather", "w"), ep("tools.x", "x")], only=frozenset())
+    records = discover(
+        entry_points=[ep("tools.weather", "w"), ep("tools.x", "x")], only=frozenset()
+    )
     assert {r.status for r in records} == {"blocked"}
 
 
 def test_disabled_by_config() -> None:
-    records = discover(entry_points=[ep("tools.weather", "w"), ep("tools.x", "x", dist="x")], disabled=["tools.weather"])
+    records = discover(
+        entry_points=[ep("tools.weather", "w"), ep("tools.x", "x", dist="x")],
+        disabled=["tools.weather"],
+    )
     status = {r.name: r.status for r in records}
     assert status == {"tools.weather": "disabled", "tools.x": "pending"}
 

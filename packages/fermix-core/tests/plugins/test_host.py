@@ -5,7 +5,6 @@ import textwrap
 from types import ModuleType, SimpleNamespace
 
 import pytest
-
 from fermix_core.hookspecs import hookimpl
 from fermix_core.plugins.host import PluginHost
 from fermix_core.specs import CommandSpec, ProviderSpec, Role, ToolSpec
@@ -50,7 +49,11 @@ def test_import_error_is_isolated_and_reported(modules) -> None:
     modules("fx_test_broken", "raise RuntimeError('boom at import')\n")
     host = PluginHost()
     records = host.load_entry_points(
-        only=None, entry_points=[ep("tools.good", "fx_test_good"), ep("tools.broken", "fx_test_broken", dist="fermix-broken")]
+        only=None,
+        entry_points=[
+            ep("tools.good", "fx_test_good"),
+            ep("tools.broken", "fx_test_broken", dist="fermix-broken"),
+        ],
     )
     status = {r.name: r for r in records}
     assert status["tools.good"].status == "loaded"
@@ -59,7 +62,9 @@ def test_import_error_is_isolated_and_reported(modules) -> None:
     assert "RuntimeError: boom at import" in status["tools.broken"].error
     registry = host.collect()
     assert "weather_now" in registry.of("tool")
-    assert registry.source_of(registry.get("tool", "weather_now")) == "tools.good (fermix-test 0.0.1)"
+    assert (
+        registry.source_of(registry.get("tool", "weather_now")) == "tools.good (fermix-test 0.0.1)"
+    )
 
 
 def test_system_exit_during_import_does_not_escape(modules) -> None:
@@ -114,7 +119,9 @@ def test_bad_hook_signature_is_rejected(modules) -> None:
 def test_blocked_plugin_is_never_imported(modules) -> None:
     modules("fx_test_blocked", "raise AssertionError('must not be imported')\n")
     host = PluginHost()
-    [record] = host.load_entry_points(only=frozenset(), entry_points=[ep("tools.blocked", "fx_test_blocked")])
+    [record] = host.load_entry_points(
+        only=frozenset(), entry_points=[ep("tools.blocked", "fx_test_blocked")]
+    )
     assert record.status == "blocked"
     assert "fx_test_blocked" not in sys.modules
 
@@ -135,7 +142,9 @@ def test_hook_that_raises_or_yields_junk_is_attributed() -> None:
     host.register(Junk(), "providers.junk")
     registry = host.collect()
     messages = [str(e) for e in registry.errors]
-    assert any("fermix_tools() raised ValueError: nope" in m and "fermix-raises 1" in m for m in messages)
+    assert any(
+        "fermix_tools() raised ValueError: nope" in m and "fermix-raises 1" in m for m in messages
+    )
     assert any("yielded str, expected ProviderSpec" in m for m in messages)
     assert any("yielded ToolSpec, expected ProviderSpec" in m for m in messages)
     assert registry.of("provider") == {}
@@ -157,7 +166,11 @@ def test_duplicate_spec_names_are_one_error_listing_every_source() -> None:
     registry = host.collect()
     dupes = [e for e in registry.errors if e.message == "registered more than once"]
     assert len(dupes) == 1
-    assert dupes[0].sources == ("tools.one (fermix-one 1)", "tools.two (fermix-two 2)", "tools.three (in-process)")
+    assert dupes[0].sources == (
+        "tools.one (fermix-one 1)",
+        "tools.two (fermix-two 2)",
+        "tools.three (in-process)",
+    )
     assert registry.get("tool", "shell") is None
 
 

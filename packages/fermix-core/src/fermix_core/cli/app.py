@@ -1,4 +1,4 @@
-"""The typer application behind ``fermix``: built-in groups load lazily, plugin commands on demand."""
+"""The typer app behind ``fermix``: built-in groups load lazily, plugin commands on demand."""
 
 from __future__ import annotations
 
@@ -76,14 +76,33 @@ app = typer.Typer(cls=LazyRootGroup, help=SUMMARY, no_args_is_help=True, **APP_S
 @app.callback()
 def root(
     version: bool = typer.Option(
-        False, "--version", "-V", help="Show the version and exit.", callback=_version, is_eager=True
+        False,
+        "--version",
+        "-V",
+        help="Show the version and exit.",
+        callback=_version,
+        is_eager=True,
     ),
 ) -> None:
     """Fermix — a personal AI agent daemon."""
 
 
+def configure_logging() -> None:
+    """Redacted logs for every CLI command: the file once FERMIX_HOME exists, stderr always.
+
+    The console shows warnings and errors only; the file keeps INFO for later diagnosis.
+    Nothing here creates FERMIX_HOME — read-only commands must not.
+    """
+    from fermix_core.home import FermixHome
+    from fermix_core.logs import setup_logging
+
+    home = FermixHome.resolve()
+    setup_logging(home, level="INFO", console_level="WARNING", file=home.path.is_dir())
+
+
 def run(args: Sequence[str]) -> int:
     """Run the CLI with *args*; returns the exit code instead of exiting (tests call this)."""
+    configure_logging()
     command = typer.main.get_command(app)
     try:
         result = command.main(args=list(args), prog_name=PROG, standalone_mode=False)

@@ -28,14 +28,24 @@ class CommandEntry:
 
 
 COMMANDS: tuple[CommandEntry, ...] = (
-    CommandEntry("setup", "Configure Fermix step by step (or non-interactively with flags).",
-                 "fermix_core.cli.setup_cmd:app"),
-    CommandEntry("doctor", "Check configuration, plugins, permissions, keyring and secrets.",
-                 "fermix_core.cli.doctor_cmd:app"),
-    CommandEntry("config", "Show, read, change and validate config.toml.",
-                 "fermix_core.cli.config_cmd:app"),
-    CommandEntry("plugins", "List installed plugins and what they register.",
-                 "fermix_core.cli.plugins_cmd:app"),
+    CommandEntry(
+        "setup",
+        "Configure Fermix step by step (or non-interactively with flags).",
+        "fermix_core.cli.setup_cmd:app",
+    ),
+    CommandEntry(
+        "doctor",
+        "Check configuration, plugins, permissions, keyring and secrets.",
+        "fermix_core.cli.doctor_cmd:app",
+    ),
+    CommandEntry(
+        "config", "Show, read, change and validate config.toml.", "fermix_core.cli.config_cmd:app"
+    ),
+    CommandEntry(
+        "plugins",
+        "List installed plugins and what they register.",
+        "fermix_core.cli.plugins_cmd:app",
+    ),
 )
 
 BY_NAME: dict[str, CommandEntry] = {entry.name: entry for entry in COMMANDS}

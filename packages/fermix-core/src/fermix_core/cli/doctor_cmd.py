@@ -7,7 +7,9 @@ import typer
 from fermix_core.cli.app import APP_SETTINGS
 from fermix_core.cli.output import print_json
 
-app = typer.Typer(help="Check configuration, plugins, permissions, keyring and secrets.", **APP_SETTINGS)
+app = typer.Typer(
+    help="Check configuration, plugins, permissions, keyring and secrets.", **APP_SETTINGS
+)
 
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
@@ -35,8 +37,6 @@ def doctor(
                 typer.echo(f"       {' ' * width}  {line}")
             if result.fix and str(result.status) in ("warn", "fail"):
                 typer.echo(f"       {' ' * width}  → {result.fix}")
-        typer.echo(
-            f"\n{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failure(s)"
-        )
+        typer.echo(f"\n{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failure(s)")
     if counts["fail"]:
         raise typer.Exit(1)

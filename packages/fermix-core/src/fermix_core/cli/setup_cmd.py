@@ -8,12 +8,17 @@ import typer
 
 from fermix_core.cli.app import APP_SETTINGS
 
-app = typer.Typer(help="Configure Fermix step by step (or non-interactively with flags).", **APP_SETTINGS)
+app = typer.Typer(
+    help="Configure Fermix step by step (or non-interactively with flags).", **APP_SETTINGS
+)
 
 
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    epilog="Steps contributed by plugins add their own --flags; unknown flags are reported with the valid ones.",
+    epilog=(
+        "Steps contributed by plugins add their own --flags; "
+        "unknown flags are reported with the valid ones."
+    ),
 )
 def setup(
     ctx: typer.Context,
@@ -21,7 +26,9 @@ def setup(
         False, "--non-interactive", help="Never prompt; take every value from flags or defaults."
     ),
     migrate_secrets: bool = typer.Option(
-        False, "--migrate-secrets", help="Move plaintext secrets in config.toml into the OS keyring."
+        False,
+        "--migrate-secrets",
+        help="Move plaintext secrets in config.toml into the OS keyring.",
     ),
 ) -> None:
     """Configure Fermix step by step (or non-interactively with flags)."""
@@ -30,7 +37,8 @@ def setup(
 
     context = load_for_cli()
     if migrate_secrets:
-        from fermix_core.secrets import SecretStoreError, migrate_secrets as migrate
+        from fermix_core.secrets import SecretStoreError
+        from fermix_core.secrets import migrate_secrets as migrate
 
         try:
             report = migrate(context.assembly)

@@ -121,7 +121,9 @@ def discover(
             providers = ", ".join(f"{r.distribution} {r.version}" for r in same)
             for record in same:
                 record.status = "conflict"
-                record.error = f"plugin name {name!r} is provided by several distributions: {providers}"
+                record.error = (
+                    f"plugin name {name!r} is provided by several distributions: {providers}"
+                )
 
     disabled = tuple(disabled)
     for record in records:
@@ -136,6 +138,8 @@ def discover(
     return records
 
 
-def load_filter_from_env(environ: dict[str, str] | os._Environ[str] | None = None) -> frozenset[str] | None:
+def load_filter_from_env(
+    environ: dict[str, str] | os._Environ[str] | None = None,
+) -> frozenset[str] | None:
     env = os.environ if environ is None else environ
     return parse_load_filter(env.get(LOAD_PLUGINS_ENV))

@@ -29,7 +29,9 @@ from fermix_core.telemetry import Telemetry, TelemetryEvent
 log = logging.getLogger("fermix.plugins")
 
 KNOWN_HOOKS = frozenset(
-    name for name in dir(hookspecs) if name.startswith("fermix_") and callable(getattr(hookspecs, name))
+    name
+    for name in dir(hookspecs)
+    if name.startswith("fermix_") and callable(getattr(hookspecs, name))
 )
 
 
@@ -71,7 +73,7 @@ class PluginHost:
     def load_entry_points(
         self,
         *,
-        only: frozenset[str] | None | object = ...,
+        only: frozenset[str] | object | None = ...,
         disabled: Iterable[str] = (),
         entry_points: Sequence[metadata.EntryPoint] | None = None,
     ) -> list[PluginRecord]:
@@ -181,7 +183,11 @@ class PluginHost:
                     produced = impl.function()
                     items = list(produced) if produced is not None else []
                 except Exception as exc:
-                    errors.append(SpecError(kind, None, f"{hook_name}() raised {_short_error(exc)}", (source,)))
+                    errors.append(
+                        SpecError(
+                            kind, None, f"{hook_name}() raised {_short_error(exc)}", (source,)
+                        )
+                    )
                     continue
                 for item in items:
                     if not isinstance(item, expected):
@@ -189,7 +195,8 @@ class PluginHost:
                             SpecError(
                                 kind,
                                 getattr(item, "name", None),
-                                f"{hook_name}() yielded {type(item).__name__}, expected {expected.__name__}",
+                                f"{hook_name}() yielded {type(item).__name__}, "
+                                f"expected {expected.__name__}",
                                 (source,),
                             )
                         )
@@ -208,7 +215,9 @@ class PluginHost:
     async def shutdown(self, runtime: Any) -> list[tuple[str, str]]:
         return await self._lifecycle("fermix_shutdown", runtime, reverse=True)
 
-    async def _lifecycle(self, hook_name: str, runtime: Any, *, reverse: bool) -> list[tuple[str, str]]:
+    async def _lifecycle(
+        self, hook_name: str, runtime: Any, *, reverse: bool
+    ) -> list[tuple[str, str]]:
         """Run one lifecycle hook per plugin, awaiting async ones; return failures."""
         impls = list(getattr(self.pm.hook, hook_name).get_hookimpls())
         if reverse:
@@ -237,7 +246,9 @@ class PluginHost:
         try:
             return self.pm.hook.fermix_resolve_secret(request=request)
         except Exception:
-            log.exception("a fermix_resolve_secret hook failed for %s", getattr(request, "env", "?"))
+            log.exception(
+                "a fermix_resolve_secret hook failed for %s", getattr(request, "env", "?")
+            )
             return None
 
     def emit(self, name: str, **data: Any) -> TelemetryEvent:
@@ -248,4 +259,6 @@ class PluginHost:
             try:
                 _call(impl, event=event)
             except Exception:
-                log.exception("fermix_event of plugin %s failed on %s", impl.plugin_name, event.name)
+                log.exception(
+                    "fermix_event of plugin %s failed on %s", impl.plugin_name, event.name
+                )

@@ -57,7 +57,9 @@ class SpecRegistry:
             problems = spec.problems()
             if problems:
                 registry.errors.append(
-                    SpecError(spec.kind, getattr(spec, "name", None), "; ".join(problems), (source,))
+                    SpecError(
+                        spec.kind, getattr(spec, "name", None), "; ".join(problems), (source,)
+                    )
                 )
                 continue
             for key in _names(spec):
@@ -104,7 +106,10 @@ class SpecRegistry:
         sections: dict[str, tuple[Any, str]] = {}
         for spec in self.typed(ChannelSpec).values():
             if spec.config_model is not None:
-                sections[f"fermix_channels.{spec.name}"] = (spec.config_model, self.source_of(spec) or "")
+                sections[f"fermix_channels.{spec.name}"] = (
+                    spec.config_model,
+                    self.source_of(spec) or "",
+                )
         for spec in self.typed(ToolSpec).values():
             if spec.config_section and spec.config_model is not None:
                 sections[f"fermix_core.tools.{spec.config_section}"] = (

@@ -1,0 +1,1 @@
+"""ACP: the local Agent Client Protocol surface bridged over ``~/.fermix/acp.sock``."""

@@ -1,0 +1,1 @@
+"""Discord: WebSocket gateway in, REST replies out."""

@@ -1,0 +1,29 @@
+"""Registers the ``discord`` channel (separate from the Discord plugin that reads servers)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fermix_core.hookspecs import hookimpl
+from fermix_core.specs import ChannelSpec
+
+SPEC = ChannelSpec(
+    name="discord",
+    label="Discord",
+    factory="fermix_channels.discord.adapter:DiscordChannel",
+    config_model="fermix_channels.discord.config:DiscordConfig",
+    env={
+        "DISCORD_BOT_TOKEN": "bot_token",
+        "DISCORD_BOT_USER_ID": "bot_user_id",
+        "DISCORD_ALLOWED_USER_IDS": "allowed_user_ids",
+    },
+    remote=True,
+    enabled_by_default=False,
+    supports_draft=False,
+    supports_reactions=True,
+)
+
+
+@hookimpl
+def fermix_channels() -> Iterable[ChannelSpec]:
+    return (SPEC,)

@@ -1,0 +1,1 @@
+"""Signal: a ``signal-cli`` subprocess polled for new messages."""

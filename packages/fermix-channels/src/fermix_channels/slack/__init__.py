@@ -1,0 +1,1 @@
+"""Slack: Events API webhooks under ``/webhook/slack``."""

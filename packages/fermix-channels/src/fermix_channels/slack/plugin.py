@@ -1,0 +1,29 @@
+"""Registers the ``slack`` channel (separate from the Slack plugin that reads workspaces)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fermix_core.hookspecs import hookimpl
+from fermix_core.specs import ChannelSpec
+
+SPEC = ChannelSpec(
+    name="slack",
+    label="Slack",
+    factory="fermix_channels.slack.adapter:SlackChannel",
+    config_model="fermix_channels.slack.config:SlackConfig",
+    env={
+        "SLACK_BOT_TOKEN": "bot_token",
+        "SLACK_SIGNING_SECRET": "signing_secret",
+        "SLACK_ALLOWED_USER_IDS": "allowed_user_ids",
+    },
+    remote=True,
+    enabled_by_default=False,
+    supports_draft=False,
+    supports_reactions=True,
+)
+
+
+@hookimpl
+def fermix_channels() -> Iterable[ChannelSpec]:
+    return (SPEC,)

@@ -1,0 +1,1 @@
+"""Telegram: Bot API long-polling; the one channel that can stream a draft edited in place."""

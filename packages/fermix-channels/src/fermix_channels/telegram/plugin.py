@@ -1,0 +1,29 @@
+"""Registers the ``telegram`` channel.
+
+The env map deliberately leaves out ``TELEGRAM_BOT_TOKEN``: the bot token comes only from
+setup or config, so a stray shell variable cannot point two installs at the same bot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fermix_core.hookspecs import hookimpl
+from fermix_core.specs import ChannelSpec
+
+SPEC = ChannelSpec(
+    name="telegram",
+    label="Telegram",
+    factory="fermix_channels.telegram.adapter:TelegramChannel",
+    config_model="fermix_channels.telegram.config:TelegramConfig",
+    env={"TELEGRAM_ALLOWED_USER_IDS": "allowed_user_ids"},
+    remote=True,
+    enabled_by_default=True,
+    supports_draft=True,
+    supports_reactions=True,
+)
+
+
+@hookimpl
+def fermix_channels() -> Iterable[ChannelSpec]:
+    return (SPEC,)

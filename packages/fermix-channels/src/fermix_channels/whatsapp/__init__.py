@@ -1,0 +1,1 @@
+"""WhatsApp: Cloud API webhooks under ``/webhook/whatsapp``."""

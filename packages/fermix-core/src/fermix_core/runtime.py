@@ -1,0 +1,75 @@
+"""The assembled, validated runtime that the daemon and embedding apps run on.
+
+:meth:`Runtime.boot` is strict where :func:`fermix_core.boot.assemble` is forgiving: the
+CLI must be able to show a broken install, but a daemon must not start on one. Boot
+therefore raises on an invalid config and on an ``auth.json`` that other users can read,
+and leaves plugin failures to the report (one broken plugin never stops the rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fermix_core.boot import Assembly, assemble
+from fermix_core.config import LoadedConfig
+from fermix_core.home import FermixHome
+
+
+@dataclass
+class Runtime:
+    assembly: Assembly
+    config: LoadedConfig
+    #: Free space for plugins' start-up state (see ``fermix_startup``).
+    state: dict[str, Any] = field(default_factory=dict)
+    started: bool = False
+
+    @property
+    def home(self) -> FermixHome:
+        return self.assembly.home
+
+    @property
+    def host(self) -> Any:
+        return self.assembly.host
+
+    @property
+    def registry(self) -> Any:
+        return self.assembly.registry
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return self.assembly.environ
+
+    @classmethod
+    def boot(
+        cls,
+        home: FermixHome | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        plugins: Iterable[tuple[str, Any]] = (),
+        entry_points: bool = True,
+    ) -> Runtime:
+        """Assemble plugins and validate everything; raises ``ConfigError``/``AuthFileError``."""
+        from fermix_core.authfile import AuthStore
+
+        assembly = assemble(home, environ=environ, plugins=plugins, entry_points=entry_points)
+        config = assembly.load_config()
+        assembly.home.ensure()
+        AuthStore(assembly.home.auth_file).check_mode()
+        return cls(assembly=assembly, config=config)
+
+    def emit(self, name: str, **data: Any) -> Any:
+        return self.host.emit(name, **data)
+
+    async def start(self) -> list[tuple[str, str]]:
+        """Run every plugin's ``fermix_startup``; returns ``(plugin, error)`` for failures."""
+        failures = await self.host.startup(self)
+        self.started = True
+        return failures
+
+    async def stop(self) -> list[tuple[str, str]]:
+        if not self.started:
+            return []
+        self.started = False
+        return await self.host.shutdown(self)

@@ -1,0 +1,563 @@
+"""Contract test suites that every provider, channel, tool and memory backend must pass.
+
+Subclass one in a test module under a ``Test…`` name and supply the factory it asks for;
+pytest collects the inherited tests. The contract classes themselves are not named
+``Test…``, so importing them collects nothing. Tests are async and run under anyio (a
+dependency of fermix-core, whose pytest plugin is therefore always present)::
+
+    from fermix_core.testing.contracts import ProviderContract, Scenario
+
+    class TestAcmeProvider(ProviderContract):
+        secret = "sk-test-123"
+
+        @pytest.fixture(autouse=True)
+        def _server(self, acme_loopback):      # your own fixture: a loopback Acme API
+            self.server = acme_loopback
+
+        def make_provider(self, scenario):
+            self.server.behave(scenario)        # text, tool call, or failure
+            return AcmeProvider(base_url=self.server.url, api_key=self.secret)
+
+Each ``make_*`` hook may be sync or async. Fixtures a subclass needs can be attached to
+``self`` from an autouse fixture method, as above.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import pytest
+
+from fermix_core.channel import (
+    Channel,
+    ChannelCapabilityError,
+    InboundMessage,
+    OutboundMessage,
+    SentMessage,
+)
+from fermix_core.memory.backend import (
+    MemoryBackend,
+    MemoryCategory,
+    MemoryStoreError,
+    Provenance,
+)
+from fermix_core.messages import ImagePart, Message, ToolDefinition, ToolResult, Turn, Usage
+from fermix_core.provider import ChatRequest, ErrorKind, Provider, ProviderError, StreamEvent
+from fermix_core.specs import NAME_RE, ToolSpec
+from fermix_core.tool import Tool, ToolContext, ToolOutput, Trust, build_tool
+
+__all__ = [
+    "CONTRACT_TOOL",
+    "ChannelContract",
+    "MemoryBackendContract",
+    "ProviderContract",
+    "Scenario",
+    "ToolContract",
+]
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+# =========================================================================== providers
+
+
+class Scenario(StrEnum):
+    """What the backend behind a provider under contract test should do.
+
+    * ``text`` — answer any request with a short, non-empty text.
+    * ``tool_call`` — answer the first request with a call to ``contract_echo`` (arguments
+      an object such as ``{"text": "ping"}``); answer a request that carries the tool's
+      result with a short text.
+    * ``error`` — fail the call (an HTTP 500, a refused key …); the adapter must turn it
+      into a classified :class:`~fermix_core.provider.ProviderError`.
+    """
+
+    TEXT = "text"
+    TOOL_CALL = "tool_call"
+    ERROR = "error"
+
+
+#: The tool offered in the ``tool_call`` scenario.
+CONTRACT_TOOL = ToolDefinition(
+    name="contract_echo",
+    description="Echo the given text back to the user.",
+    parameters={
+        "type": "object",
+        "properties": {"text": {"type": "string", "description": "What to echo."}},
+        "required": ["text"],
+    },
+)
+
+# The smallest valid PNG: one transparent pixel.
+_PIXEL_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082"
+)
+
+
+class ProviderContract:
+    """The provider contract. Supply :meth:`make_provider`."""
+
+    pytestmark: ClassVar[Any] = pytest.mark.anyio
+
+    #: The credential the provider is configured with; it must never appear in an error.
+    secret: ClassVar[str | None] = None
+    #: The model to request; ``None`` asks for the provider's default.
+    model: ClassVar[str | None] = None
+
+    def make_provider(self, scenario: Scenario) -> Any:
+        """Return a :class:`Provider` whose backend behaves as *scenario* says."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_provider()")
+
+    @asynccontextmanager
+    async def _provider(self, scenario: Scenario) -> AsyncIterator[Provider]:
+        provider = await _maybe_await(self.make_provider(scenario))
+        assert isinstance(provider, Provider), f"make_provider returned {provider!r}"
+        try:
+            yield provider
+        finally:
+            await provider.aclose()
+
+    def _request(self, *messages: Message, **kwargs: Any) -> ChatRequest:
+        return ChatRequest(messages=list(messages), model=self.model, **kwargs)
+
+    async def test_name_is_a_registry_name(self) -> None:
+        async with self._provider(Scenario.TEXT) as provider:
+            assert isinstance(provider.name, str)
+            assert NAME_RE.match(provider.name), (
+                f"provider name {provider.name!r} must be a lowercase spec name"
+            )
+
+    async def test_plain_message_gets_a_text_turn(self) -> None:
+        async with self._provider(Scenario.TEXT) as provider:
+            turn = await provider.chat(
+                self._request(Message.system("Be brief."), Message.user("Say hello."))
+            )
+        assert isinstance(turn, Turn)
+        assert not turn.is_empty
+        assert turn.content.strip()
+        assert turn.tool_calls == []
+        assert isinstance(turn.model, str)
+        assert turn.model, "Turn.model names the answering model"
+        assert isinstance(turn.usage, Usage)
+
+    async def test_request_is_left_untouched(self) -> None:
+        request = self._request(Message.user("Say hello."), tools=[CONTRACT_TOOL])
+        before = request.model_dump()
+        async with self._provider(Scenario.TEXT) as provider:
+            await provider.chat(request)
+        assert request.model_dump() == before, "the provider must not mutate the request"
+
+    async def test_tool_call_round_trip(self) -> None:
+        async with self._provider(Scenario.TOOL_CALL) as provider:
+            history = [Message.user("Echo 'ping' with the tool.")]
+            first = await provider.chat(self._request(*history, tools=[CONTRACT_TOOL]))
+            assert first.tool_calls, "the tool_call scenario must produce a tool call"
+            call = first.tool_calls[0]
+            assert call.name == CONTRACT_TOOL.name
+            assert isinstance(call.arguments, dict)
+            assert isinstance(call.id, str)
+            assert call.id
+            result = ToolResult(call_id=call.id, name=call.name, content="ping")
+            history += [first.to_message(), Message.tool(result)]
+            final = await provider.chat(
+                self._request(*history, tools=[CONTRACT_TOOL], initial=False)
+            )
+        assert isinstance(final, Turn)
+        assert not final.is_empty
+
+    async def test_failure_is_a_classified_provider_error(self) -> None:
+        async with self._provider(Scenario.ERROR) as provider:
+            with pytest.raises(ProviderError) as info:
+                await provider.chat(self._request(Message.user("Say hello.")))
+        error = info.value
+        assert isinstance(error.kind, ErrorKind)
+        assert error.provider == provider.name, "ProviderError.provider names the provider"
+        assert isinstance(error.message, str)
+        assert error.message
+        if self.secret:
+            for text in (str(error), repr(error), error.message):
+                assert self.secret not in text, "a credential leaked into the error"
+
+    async def test_stream_deltas_add_up_to_the_answer(self) -> None:
+        events: list[StreamEvent] = []
+
+        async def collect(event: StreamEvent) -> None:
+            events.append(event)
+
+        async with self._provider(Scenario.TEXT) as provider:
+            if not provider.supports_streaming:
+                pytest.skip("provider does not stream")
+            turn = await provider.chat(
+                self._request(Message.user("Say hello."), stream=True, on_event=collect)
+            )
+        deltas = [e.text for e in events if e.kind == "text_delta"]
+        assert deltas, "a streaming provider reports text deltas when asked to stream"
+        assert "".join(deltas).strip() == turn.content.strip()
+
+    async def test_images_reach_the_model_or_fail_loud(self) -> None:
+        image = ImagePart(media_type="image/png", data=_PIXEL_PNG)
+        request = self._request(Message.user("What is in this picture?", image))
+        async with self._provider(Scenario.TEXT) as provider:
+            if provider.vision(self.model):
+                assert not (await provider.chat(request)).is_empty
+                return
+            with pytest.raises(ProviderError) as info:
+                await provider.chat(request)
+        assert info.value.kind == ErrorKind.UNSUPPORTED_INPUT
+
+    async def test_aclose_is_idempotent(self) -> None:
+        provider = await _maybe_await(self.make_provider(Scenario.TEXT))
+        await provider.aclose()
+        await provider.aclose()
+
+
+# =========================================================================== channels
+
+
+class ChannelContract:
+    """The channel contract. Supply :meth:`make_channel`, :meth:`trigger_inbound` and
+    :meth:`sent_texts` (the last two drive and observe your fake platform)."""
+
+    pytestmark: ClassVar[Any] = pytest.mark.anyio
+
+    #: A chat the fake platform accepts sends to.
+    chat_id: ClassVar[str] = "contract-chat"
+    #: Upper bound for an inbound message to arrive; a failure bound, never a wait.
+    inbound_timeout: ClassVar[float] = 10.0
+
+    def make_channel(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement make_channel()")
+
+    async def trigger_inbound(self, channel: Channel, text: str) -> None:
+        """Make the platform deliver a message with *text* to the running *channel*."""
+        raise NotImplementedError(f"{type(self).__name__} must implement trigger_inbound()")
+
+    async def sent_texts(self, channel: Channel, chat_id: str) -> list[str]:
+        """The texts the platform has received for *chat_id*, in order."""
+        raise NotImplementedError(f"{type(self).__name__} must implement sent_texts()")
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[tuple[Channel, list[InboundMessage], anyio.Event]]:
+        channel = await _maybe_await(self.make_channel())
+        assert isinstance(channel, Channel), f"make_channel returned {channel!r}"
+        received: list[InboundMessage] = []
+        arrived = anyio.Event()
+
+        async def deliver(message: InboundMessage) -> None:
+            received.append(message)
+            arrived.set()
+
+        await channel.start(deliver)
+        try:
+            yield channel, received, arrived
+        finally:
+            await channel.stop()
+
+    async def test_name_is_a_registry_name(self) -> None:
+        channel = await _maybe_await(self.make_channel())
+        assert isinstance(channel.name, str)
+        assert NAME_RE.match(channel.name)
+
+    async def test_inbound_message_is_normalized(self) -> None:
+        async with self._running() as (channel, received, arrived):
+            await self.trigger_inbound(channel, "contract hello 42")
+            with anyio.fail_after(self.inbound_timeout):
+                await arrived.wait()
+        message = received[0]
+        assert isinstance(message, InboundMessage)
+        assert message.channel == channel.name
+        assert message.text == "contract hello 42"
+        assert message.chat_id
+        assert message.sender_id
+        assert message.conversation_key == (channel.name, message.chat_id, message.thread_id)
+
+    async def test_send_returns_an_id_and_reaches_the_platform(self) -> None:
+        async with self._running() as (channel, _, _):
+            sent = await channel.send(OutboundMessage(chat_id=self.chat_id, text="contract ping"))
+            texts = await self.sent_texts(channel, self.chat_id)
+        assert isinstance(sent, SentMessage)
+        assert sent.message_id
+        assert "contract ping" in texts
+
+    async def test_optional_abilities_match_their_flags(self) -> None:
+        async with self._running() as (channel, _, _):
+            sent = await channel.send(OutboundMessage(chat_id=self.chat_id, text="contract draft"))
+            abilities = [
+                (channel.supports_typing, lambda: channel.typing(self.chat_id)),
+                (
+                    channel.supports_reactions,
+                    lambda: channel.react(self.chat_id, sent.message_id, "👍"),
+                ),
+                (
+                    channel.supports_edit,
+                    lambda: channel.edit(self.chat_id, sent.message_id, "contract draft, edited"),
+                ),
+                (channel.supports_delete, lambda: channel.delete(self.chat_id, sent.message_id)),
+            ]
+            for supported, call in abilities:
+                if supported:
+                    await call()
+                else:
+                    with pytest.raises(ChannelCapabilityError):
+                        await call()
+
+    async def test_stop_is_idempotent(self) -> None:
+        channel = await _maybe_await(self.make_channel())
+        await channel.stop()  # before start
+        async with self._running() as (running, _, _):
+            pass
+        await running.stop()
+
+
+# =========================================================================== tools
+
+
+class _Home:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+
+class ToolContract:
+    """The tool contract. Supply :meth:`make_tool` and ``valid_args``; set ``invalid_args``
+    (and ``invalid_field``, the field they get wrong) when the tool takes arguments."""
+
+    pytestmark: ClassVar[Any] = pytest.mark.anyio
+
+    valid_args: ClassVar[dict[str, Any]] = {}
+    invalid_args: ClassVar[dict[str, Any] | None] = None
+    invalid_field: ClassVar[str | None] = None
+    #: Whether running ``valid_args`` is expected to produce an error output.
+    valid_output_is_error: ClassVar[bool] = False
+
+    def make_tool(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement make_tool()")
+
+    def make_context(self, tmp_path: Path) -> ToolContext:
+        """An attended operator context in a scratch directory; override to change it."""
+        home = tmp_path / "fermix-home"
+        home.mkdir(exist_ok=True)
+        return ToolContext(
+            trust=Trust.OPERATOR,
+            cwd=tmp_path,
+            home=_Home(home),
+            conversation_key=None,
+            session_id="contract",
+            attended=True,
+        )
+
+    async def _tool(self) -> Tool[Any]:
+        tool = await _maybe_await(self.make_tool())
+        assert isinstance(tool, Tool), f"make_tool returned {tool!r}"
+        return tool
+
+    async def test_spec_is_valid(self) -> None:
+        tool = await self._tool()
+        assert isinstance(tool.spec, ToolSpec)
+        assert tool.spec.problems() == []
+        assert tool.name == tool.spec.name
+
+    async def test_definition_is_wire_ready(self) -> None:
+        tool = await self._tool()
+        definition = tool.definition()
+        assert definition.name == tool.name
+        assert definition.description
+        assert definition.parameters.get("type") == "object"
+
+    async def test_factory_builds_the_tool(self) -> None:
+        tool = await self._tool()
+        rebuilt = build_tool(tool.spec)
+        assert type(rebuilt) is type(tool)
+
+    async def test_valid_arguments_run(self, tmp_path: Path) -> None:
+        tool = await self._tool()
+        output = await tool.invoke(dict(self.valid_args), self.make_context(tmp_path))
+        assert isinstance(output, ToolOutput)
+        assert output.is_error is self.valid_output_is_error, output.text
+
+    async def test_invalid_arguments_become_a_readable_error(self, tmp_path: Path) -> None:
+        if self.invalid_args is None:
+            pytest.skip("the tool declares no invalid_args")
+        tool = await self._tool()
+        output = await tool.invoke(dict(self.invalid_args), self.make_context(tmp_path))
+        assert output.is_error
+        assert "invalid arguments" in output.text
+        if self.invalid_field:
+            assert self.invalid_field in output.text
+
+    @pytest.mark.parametrize("garbage", [[1, 2], "city=Paris", 42, 3.5, True])
+    async def test_non_object_arguments_never_raise(self, garbage: Any, tmp_path: Path) -> None:
+        tool = await self._tool()
+        output = await tool.invoke(garbage, self.make_context(tmp_path))
+        assert output.is_error
+        assert "JSON object" in output.text
+
+
+# =========================================================================== memory
+
+_OWNER = Provenance(speaker="owner")
+
+
+class MemoryBackendContract:
+    """The memory backend contract. Supply :meth:`make_backend` (given a scratch dir)."""
+
+    pytestmark: ClassVar[Any] = pytest.mark.anyio
+
+    def make_backend(self, tmp_path: Path) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement make_backend()")
+
+    @pytest.fixture
+    async def backend(self, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+        backend = await _maybe_await(self.make_backend(tmp_path))
+        assert isinstance(backend, MemoryBackend), f"make_backend returned {backend!r}"
+        try:
+            yield backend
+        finally:
+            await backend.aclose()
+
+    async def test_store_then_get(self, backend: MemoryBackend) -> None:
+        prov = Provenance(speaker="guest", conversation_key=("memory", "c1", None))
+        result = await backend.store("preference", "Likes green tea", provenance=prov)
+        assert result.action == "added"
+        fact = await backend.get(result.fact.id)
+        assert fact is not None
+        assert fact.content == "Likes green tea"
+        assert fact.category is MemoryCategory.PREFERENCE
+        assert fact.provenance == prov
+        assert not fact.archived
+        assert fact.updated_at >= fact.created_at
+        assert await backend.get("no-such-id") is None
+
+    async def test_key_updates_in_place(self, backend: MemoryBackend) -> None:
+        first = await backend.store(
+            "identity", "Lives in Lisbon", key="user.city", provenance=_OWNER
+        )
+        again = await backend.store(
+            "identity", "Lives in Lisbon", key="user.city", provenance=_OWNER
+        )
+        assert again.action == "unchanged"
+        assert again.fact.id == first.fact.id
+        moved = await backend.store(
+            "identity", "Lives in Porto", key="user.city", provenance=_OWNER
+        )
+        assert moved.action == "updated"
+        assert moved.fact.id == first.fact.id
+        assert moved.previous is not None
+        assert moved.previous.content == "Lives in Lisbon"
+        current = await backend.get_by_key("user.city")
+        assert current is not None
+        assert current.content == "Lives in Porto"
+        assert await backend.get_by_key("user.unknown") is None
+
+    async def test_repeated_fact_is_not_duplicated(self, backend: MemoryBackend) -> None:
+        first = await backend.store("interest", "Enjoys  bouldering", provenance=_OWNER)
+        again = await backend.store("interest", "enjoys bouldering ", provenance=_OWNER)
+        assert again.action == "unchanged"
+        assert again.fact.id == first.fact.id
+        other = await backend.store("goal", "Enjoys bouldering", provenance=_OWNER)
+        assert other.action == "added", "the same words in another category are another fact"
+        assert len(await backend.list()) == 2
+
+    async def test_replace_archives_the_old_fact(self, backend: MemoryBackend) -> None:
+        old = await backend.store(
+            "context", "Project uses Python 3.11", key="proj.py", provenance=_OWNER
+        )
+        new = await backend.store(
+            "context", "Project uses Python 3.12", provenance=_OWNER, replace_id=old.fact.id
+        )
+        assert new.action == "replaced"
+        assert new.fact.id != old.fact.id
+        assert new.fact.key == "proj.py", "a replacement inherits the key"
+        assert new.previous is not None
+        assert new.previous.id == old.fact.id
+        archived = await backend.get(old.fact.id)
+        assert archived is not None
+        assert archived.archived
+        current = await backend.get_by_key("proj.py")
+        assert current is not None
+        assert current.id == new.fact.id
+        with pytest.raises(MemoryStoreError):
+            await backend.store("context", "x", provenance=_OWNER, replace_id="no-such-id")
+
+    async def test_forget_archives_and_restore_returns(self, backend: MemoryBackend) -> None:
+        fact = (await backend.store("directive", "Answer in French", provenance=_OWNER)).fact
+        assert await backend.forget(fact.id) is True
+        assert await backend.forget(fact.id) is False, "already archived"
+        assert await backend.forget("no-such-id") is False
+        kept = await backend.get(fact.id)
+        assert kept is not None
+        assert kept.archived, "forgetting archives, it does not delete"
+        assert await backend.search("French") == []
+        assert [f.id for f in await backend.search("French", include_archived=True)] == [fact.id]
+        assert await backend.list() == []
+        assert await backend.restore(fact.id) is True
+        assert await backend.restore(fact.id) is False, "already active"
+        assert [f.id for f in await backend.search("french")] == [fact.id]
+
+    async def test_search_ranks_filters_and_limits(self, backend: MemoryBackend) -> None:
+        both = await backend.store("preference", "Prefers dark roast coffee", provenance=_OWNER)
+        one = await backend.store("interest", "Collects coffee mugs", provenance=_OWNER)
+        await backend.store("goal", "Run a marathon", provenance=_OWNER)
+        hits = await backend.search("dark coffee")
+        assert [f.id for f in hits] == [both.fact.id, one.fact.id]
+        only = await backend.search("coffee", categories=["interest"])
+        assert [f.id for f in only] == [one.fact.id]
+        assert len(await backend.search("coffee", limit=1)) == 1
+        assert await backend.search("tennis") == []
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            '"',
+            "*",
+            "NOT",
+            "coffee OR",
+            "(",
+            "'; DROP TABLE memories; --",
+            "",
+            "   ",
+            "🙂",
+            "x" * 5000,
+        ],
+    )
+    async def test_odd_queries_never_raise(self, backend: MemoryBackend, query: str) -> None:
+        await backend.store("preference", "Prefers dark roast coffee", provenance=_OWNER)
+        hits = await backend.search(query)
+        assert isinstance(hits, list)
+
+    async def test_invalid_input_is_refused(self, backend: MemoryBackend) -> None:
+        with pytest.raises(MemoryStoreError):
+            await backend.store("mood", "Happy", provenance=_OWNER)
+        with pytest.raises(MemoryStoreError):
+            await backend.store("preference", "   ", provenance=_OWNER)
+        assert await backend.list() == []
+
+    async def test_list_is_newest_first_and_filters(self, backend: MemoryBackend) -> None:
+        a = (await backend.store("goal", "Learn Portuguese", provenance=_OWNER)).fact
+        b = (await backend.store("context", "Works on Fermix", provenance=_OWNER)).fact
+        await backend.store("goal", "Learn Portuguese properly", key="goal.lang", provenance=_OWNER)
+        listed = await backend.list()
+        assert listed[-1].id == a.id
+        assert {f.id for f in await backend.list(categories=["context"])} == {b.id}
+        assert len(await backend.list(limit=2)) == 2
+
+    async def test_concurrent_stores_all_land(self, backend: MemoryBackend) -> None:
+        ids: list[str] = []
+
+        async def one(i: int) -> None:
+            result = await backend.store("context", f"Fact number {i}", provenance=_OWNER)
+            ids.append(result.fact.id)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(one, i)
+        assert len(set(ids)) == 20
+        assert len(await backend.list()) == 20

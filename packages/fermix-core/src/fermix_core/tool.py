@@ -1,0 +1,234 @@
+"""The tool contract: validated arguments in, a :class:`ToolOutput` out, never a crash on bad input.
+
+Models produce malformed arguments routinely. Turning that into a readable error *output*
+(rather than an exception) lets the model see what it got wrong and try again within the
+same turn, which is why :meth:`Tool.invoke` — not each tool — owns validation.
+
+Tools get everything they may touch through :class:`ToolContext`; there are no globals to
+reach for, so the same tool behaves identically in a main turn, a subagent and a job.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fermix_core.channel import ConversationKey
+from fermix_core.messages import (
+    Part,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    coerce_parts,
+    parts_text,
+)
+from fermix_core.specs import ToolSpec, resolve_ref
+
+__all__ = [
+    "NoArgs",
+    "Tool",
+    "ToolBuildError",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "Trust",
+    "build_tool",
+    "format_validation_error",
+]
+
+
+class Trust(StrEnum):
+    """Who a run acts for: the operator gets the full surface, a guest a read-only one."""
+
+    OPERATOR = "operator"
+    GUEST = "guest"
+
+
+class HomeLike(Protocol):
+    """Anything with the ``FERMIX_HOME`` directory as ``.path`` (``FermixHome`` in practice)."""
+
+    @property
+    def path(self) -> Path: ...
+
+
+@dataclass
+class ToolContext:
+    """What one tool call may know about the run it belongs to.
+
+    ``capabilities`` is the per-run snapshot of tool specs (already filtered by trust), so
+    meta tools such as ``tool_help`` describe exactly what this run may call. ``attended``
+    defaults to false because the unattended case is the restrictive one: a run only gains
+    interactive approval paths when its caller says someone is there.
+    """
+
+    trust: Trust
+    cwd: Path
+    home: HomeLike
+    conversation_key: ConversationKey | None = None
+    session_id: str = ""
+    attended: bool = False
+    state: dict[str, Any] = field(default_factory=dict)
+    capabilities: Mapping[str, ToolSpec] = field(default_factory=dict)
+
+    @property
+    def is_operator(self) -> bool:
+        return self.trust is Trust.OPERATOR
+
+
+class ToolOutput(BaseModel):
+    """A tool's answer: content the model reads, plus structured ``data`` for the runtime."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: list[Part] = Field(default_factory=list)
+    is_error: bool = False
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _coerce_content(cls, value: Any) -> Any:
+        return coerce_parts(value)
+
+    @classmethod
+    def error(cls, message: str, **data: Any) -> ToolOutput:
+        return cls(content=message, is_error=True, data=data)
+
+    @property
+    def text(self) -> str:
+        return parts_text(self.content)
+
+    def to_result(self, call: ToolCall) -> ToolResult:
+        """The history record answering *call*."""
+        return ToolResult(
+            call_id=call.id, name=call.name, content=self.content, is_error=self.is_error
+        )
+
+
+class ToolError(Exception):
+    """Raise from :meth:`Tool.run` for a failure the model should read and act on.
+
+    The message becomes the error output verbatim, so write it for the model: what went
+    wrong and what to do instead ("file is 40 MB; the cap is 20 MB — read a range").
+    """
+
+
+class ToolBuildError(TypeError):
+    """A tool spec's factory or argument model does not produce a usable tool."""
+
+
+class NoArgs(BaseModel):
+    """Arguments of a tool that takes none; extra keys are reported back to the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+def format_validation_error(tool_name: str, exc: ValidationError) -> str:
+    """One readable line per bad field, without echoing the (possibly large) input."""
+    lines = [f"invalid arguments for tool {tool_name!r}:"]
+    for error in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        lines.append(f"- {where}: {error['msg']}")
+    lines.append("Fix these fields and call the tool again.")
+    return "\n".join(lines)
+
+
+class Tool(ABC, Generic[ArgsT]):
+    """A capability built from a :class:`~fermix_core.specs.ToolSpec`.
+
+    Subclasses implement :meth:`run` with already-validated arguments. The runtime calls
+    :meth:`invoke`, which validates the raw model arguments first.
+    """
+
+    def __init__(self, spec: ToolSpec) -> None:
+        self.spec = spec
+        self.args_model: type[ArgsT] = _resolve_args_model(spec)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def definition(self) -> ToolDefinition:
+        """The wire description the model sees."""
+        return ToolDefinition(
+            name=self.spec.name,
+            description=self.spec.description,
+            parameters=self.args_model.model_json_schema(),
+        )
+
+    @abstractmethod
+    async def run(self, args: ArgsT, ctx: ToolContext) -> ToolOutput | str:
+        """Do the work; raise :class:`ToolError` for failures the model should see."""
+
+    async def invoke(self, raw_args: Any, ctx: ToolContext) -> ToolOutput:
+        """Validate *raw_args* and run; bad input and :class:`ToolError` become error outputs.
+
+        Any other exception propagates: it is a bug in the tool, and the caller decides how
+        to log it and what the model is told.
+        """
+        if raw_args is None:
+            raw_args = {}
+        if not isinstance(raw_args, Mapping):
+            return ToolOutput.error(
+                f"invalid arguments for tool {self.name!r}: expected a JSON object, "
+                f"got {type(raw_args).__name__}"
+            )
+        try:
+            args = self.args_model.model_validate(dict(raw_args))
+        except ValidationError as exc:
+            return ToolOutput.error(format_validation_error(self.name, exc))
+        try:
+            result = await self.run(args, ctx)
+        except ToolError as exc:
+            return ToolOutput.error(str(exc) or f"tool {self.name!r} failed")
+        if isinstance(result, str):
+            return ToolOutput(content=result)
+        if not isinstance(result, ToolOutput):
+            raise TypeError(
+                f"tool {self.name!r} returned {type(result).__name__}; "
+                "run() must return a ToolOutput or a str"
+            )
+        return result
+
+
+def _resolve_args_model(spec: ToolSpec) -> type[Any]:
+    if spec.args_model is None:
+        return NoArgs
+    try:
+        model = resolve_ref(spec.args_model)
+    except ImportError as exc:
+        raise ToolBuildError(f"tool {spec.name!r}: args_model cannot be imported: {exc}") from exc
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ToolBuildError(
+            f"tool {spec.name!r}: args_model must be a pydantic BaseModel subclass, got {model!r}"
+        )
+    return model
+
+
+def build_tool(spec: ToolSpec) -> Tool[Any]:
+    """Resolve ``spec.factory`` and call it with *spec*; the result must be a :class:`Tool`.
+
+    The factory is usually the ``Tool`` subclass itself, but any callable taking the spec
+    works (a closure that injects a shared client, for example).
+    """
+    if spec.factory is None:
+        raise ToolBuildError(f"tool {spec.name!r} has no factory; set ToolSpec.factory")
+    try:
+        factory = resolve_ref(spec.factory)
+    except ImportError as exc:
+        raise ToolBuildError(f"tool {spec.name!r}: factory cannot be imported: {exc}") from exc
+    tool = factory(spec)
+    if not isinstance(tool, Tool):
+        raise ToolBuildError(
+            f"tool {spec.name!r}: factory {spec.factory!r} returned {type(tool).__name__}, "
+            "not a fermix_core.tool.Tool"
+        )
+    return tool

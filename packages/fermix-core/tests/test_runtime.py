@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+from fermix_core.authfile import AuthFileModeError, AuthStore
+from fermix_core.config import ConfigError
+from fermix_core.hookspecs import hookimpl
+from fermix_core.runtime import Runtime
+from fermix_core.specs import ProviderSpec
+
+
+class Acme:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    @hookimpl
+    def fermix_providers(self):
+        yield ProviderSpec(
+            name="acme", label="Acme", factory="acme.adapter:Acme", env_var="ACME_API_KEY"
+        )
+
+    @hookimpl
+    async def fermix_startup(self, runtime):
+        runtime.state["acme"] = "ready"
+        self.events.append("start")
+
+    @hookimpl
+    def fermix_shutdown(self, runtime):
+        self.events.append("stop")
+
+
+def test_boot_validates_config_against_plugin_specs(fermix_home) -> None:
+    fermix_home.config_file.write_text('[fermix_core.providers.acme]\nprimary = true\nwire = "x"\n')
+    with pytest.raises(ConfigError) as info:
+        Runtime.boot(fermix_home, plugins=[("providers.acme", Acme())], entry_points=False)
+    assert "fermix_core.providers.acme.wire" in str(info.value)
+
+
+def test_boot_refuses_an_auth_file_others_can_read(fermix_home) -> None:
+    AuthStore(fermix_home.auth_file).put("anthropic_oauth", {"access_token": "t"})
+    fermix_home.auth_file.chmod(0o644)
+    with pytest.raises(AuthFileModeError) as info:
+        Runtime.boot(fermix_home, entry_points=False)
+    assert f"chmod 600 {fermix_home.auth_file}" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_startup_and_shutdown_reach_plugins(fermix_home) -> None:
+    acme = Acme()
+    fermix_home.config_file.write_text("[fermix_core.providers.acme]\nprimary = true\n")
+    runtime = Runtime.boot(fermix_home, plugins=[("providers.acme", acme)], entry_points=False)
+    assert runtime.config.provider_config("acme").primary is True
+    assert await runtime.start() == []
+    assert runtime.state["acme"] == "ready"
+    assert await runtime.stop() == []
+    assert acme.events == ["start", "stop"]
+    assert await runtime.stop() == []  # idempotent

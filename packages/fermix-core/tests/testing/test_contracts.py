@@ -1,0 +1,124 @@
+"""The contract suites, run against the fakes and reference implementations core ships."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from fermix_core.memory import InMemoryBackend
+from fermix_core.messages import Turn
+from fermix_core.provider import ChatRequest, ErrorKind, ProviderError
+from fermix_core.specs import ToolSpec
+from fermix_core.testing import (
+    ChannelContract,
+    FunctionProvider,
+    MemoryBackendContract,
+    MemoryChannel,
+    ProviderContract,
+    Scenario,
+    ScriptedProvider,
+    ToolContract,
+    reply,
+    tool_call,
+)
+from fermix_core.tool import Tool, ToolContext, ToolOutput
+from pydantic import BaseModel
+
+SECRET = "sk-contract-test-0123456789"
+
+
+class TestScriptedProviderContract(ProviderContract):
+    secret = SECRET
+
+    def make_provider(self, scenario: Scenario) -> ScriptedProvider:
+        script = {
+            Scenario.TEXT: [reply("Hello there.")],
+            Scenario.TOOL_CALL: [tool_call("contract_echo", {"text": "ping"}), "ping"],
+            Scenario.ERROR: [
+                ProviderError(ErrorKind.SERVER_ERROR, "upstream returned 500", status=500)
+            ],
+        }[scenario]
+        return ScriptedProvider(script)
+
+
+class TestFunctionProviderContract(ProviderContract):
+    """A text-only, non-streaming model, so the contract's other branches run too."""
+
+    secret = SECRET
+    model = "echo-1"
+
+    def make_provider(self, scenario: Scenario) -> FunctionProvider:
+        async def answer(request: ChatRequest) -> Turn | str:
+            if scenario is Scenario.ERROR:
+                raise ProviderError(ErrorKind.AUTH, "the API key was refused; run `fermix setup`")
+            last = request.messages[-1]
+            if scenario is Scenario.TOOL_CALL and last.role == "user":
+                return tool_call("contract_echo", {"text": "ping"}, id="call-1")
+            return f"echo: {last.text}"
+
+        return FunctionProvider(answer, vision=False, supports_streaming=False)
+
+
+class TestMemoryChannelContract(ChannelContract):
+    def make_channel(self) -> MemoryChannel:
+        return MemoryChannel()
+
+    async def trigger_inbound(self, channel: MemoryChannel, text: str) -> None:  # type: ignore[override]
+        await channel.inject(text, sender_id="u1", chat_id="c1")
+
+    async def sent_texts(self, channel: MemoryChannel, chat_id: str) -> list[str]:  # type: ignore[override]
+        return [m.text for m in channel.sent if m.chat_id == chat_id]
+
+
+class TestBareMemoryChannelContract(TestMemoryChannelContract):
+    """The same channel with every optional ability off: each must refuse, typed."""
+
+    def make_channel(self) -> MemoryChannel:
+        return MemoryChannel(
+            "bare",
+            supports_edit=False,
+            supports_delete=False,
+            supports_reactions=False,
+            supports_typing=False,
+        )
+
+
+class ShoutArgs(BaseModel):
+    text: str
+    times: int = 1
+
+
+class Shout(Tool[ShoutArgs]):
+    async def run(self, args: ShoutArgs, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(content=" ".join([args.text.upper()] * args.times))
+
+
+SHOUT = ToolSpec(name="shout", description="Say it louder.", factory=Shout, args_model=ShoutArgs)
+
+
+class TestShoutToolContract(ToolContract):
+    valid_args: ClassVar[dict[str, Any]] = {"text": "hi", "times": 2}
+    invalid_args: ClassVar[dict[str, Any] | None] = {"times": "many"}
+    invalid_field = "times"
+
+    def make_tool(self) -> Shout:
+        return Shout(SHOUT)
+
+
+class TestInMemoryBackendContract(MemoryBackendContract):
+    def make_backend(self, tmp_path: Path) -> InMemoryBackend:
+        return InMemoryBackend()
+
+
+def test_contract_bases_are_not_collected_on_their_own() -> None:
+    for base in (ProviderContract, ChannelContract, ToolContract, MemoryBackendContract):
+        assert not base.__name__.startswith("Test")
+
+
+def test_unimplemented_hooks_say_what_to_supply() -> None:
+    class Incomplete(ProviderContract):
+        pass
+
+    with pytest.raises(NotImplementedError, match="make_provider"):
+        Incomplete().make_provider(Scenario.TEXT)

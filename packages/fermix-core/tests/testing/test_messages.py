@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from fermix_core.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    Turn,
+    Usage,
+)
+from pydantic import ValidationError
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x00"
+
+
+def test_user_constructor_turns_strings_into_parts() -> None:
+    image = ImagePart(media_type="image/png", data=PNG)
+    message = Message.user("what is this?", image)
+    assert message.role == "user"
+    assert message.content == [TextPart(text="what is this?"), image]
+    assert message.text == "what is this?"
+    assert message.images == [image]
+
+
+def test_history_round_trips_through_json_with_binary_images() -> None:
+    call = ToolCall(id="c1", name="browser", arguments={"action": "screenshot"})
+    shot = ImagePart(media_type="image/png", data=PNG)
+    history = [
+        Message.system("Be brief."),
+        Message.user("look", ImagePart(media_type="image/jpeg", url="https://example.test/a.jpg")),
+        Message.assistant("taking a screenshot", tool_calls=[call]),
+        Message.tool(ToolResult(call_id="c1", name="browser", content=["done", shot])),
+    ]
+    payload = json.dumps([m.model_dump(mode="json") for m in history])
+    restored = [Message.model_validate(item) for item in json.loads(payload)]
+    assert restored == history
+    assert restored[3].images[0].data == PNG
+
+
+def test_image_part_needs_exactly_one_source() -> None:
+    with pytest.raises(ValidationError, match="exactly one of data"):
+        ImagePart(media_type="image/png")
+    with pytest.raises(ValidationError, match="exactly one of data"):
+        ImagePart(media_type="image/png", data=PNG, url="https://example.test/x.png")
+    with pytest.raises(ValidationError, match="empty"):
+        ImagePart(media_type="image/png", data=b"")
+
+
+@pytest.mark.parametrize("media_type", ["text/plain", "image/", "", "application/png"])
+def test_image_part_rejects_non_image_media_types(media_type: str) -> None:
+    with pytest.raises(ValidationError, match="image/"):
+        ImagePart(media_type=media_type, data=PNG)
+
+
+def test_image_base64_and_data_url() -> None:
+    image = ImagePart(media_type="IMAGE/PNG", data=PNG)
+    assert image.media_type == "image/png"
+    assert base64.b64decode(image.base64()) == PNG
+    assert image.data_url() == f"data:image/png;base64,{image.base64()}"
+    remote = ImagePart(media_type="image/png", url="https://example.test/x.png")
+    with pytest.raises(ValueError, match="url"):
+        remote.base64()
+
+
+def test_image_bytes_stay_out_of_repr() -> None:
+    image = ImagePart(media_type="image/png", data=PNG * 1000)
+    assert "PNG" not in repr(image)
+
+
+def test_role_shapes_are_enforced() -> None:
+    call = ToolCall(id="c1", name="x")
+    with pytest.raises(ValidationError, match="only assistant"):
+        Message(role="user", content="hi", tool_calls=[call])
+    with pytest.raises(ValidationError, match="needs tool_result"):
+        Message(role="tool", content="result")
+    with pytest.raises(ValidationError, match="only tool messages"):
+        Message(role="user", tool_result=ToolResult(call_id="c1", name="x"))
+    with pytest.raises(ValidationError, match="text only"):
+        Message(role="system", content=[ImagePart(media_type="image/png", data=PNG)])
+    with pytest.raises(ValidationError):
+        Message(role="moderator", content="hi")  # type: ignore[arg-type]
+
+
+def test_messages_are_frozen() -> None:
+    message = Message.user("hi")
+    with pytest.raises(ValidationError):
+        message.role = "assistant"  # type: ignore[misc]
+
+
+def test_tool_message_text_comes_from_its_result() -> None:
+    message = Message.tool(ToolResult(call_id="c1", name="x", content="42 degrees", is_error=False))
+    assert message.text == "42 degrees"
+    assert not message.is_empty
+
+
+@pytest.mark.parametrize(
+    ("message", "empty"),
+    [
+        (Message.user(""), True),
+        (Message.user("  \n "), True),
+        (Message.assistant(), True),
+        (Message.user("hi"), False),
+        (Message.user(ImagePart(media_type="image/png", data=PNG)), False),
+        (Message.assistant(tool_calls=[ToolCall(id="c", name="x")]), False),
+    ],
+)
+def test_message_is_empty(message: Message, empty: bool) -> None:
+    assert message.is_empty is empty
+
+
+def test_tool_call_arguments_decode_json_strings() -> None:
+    assert ToolCall(id="c", name="x", arguments='{"city": "Oslo"}').arguments == {"city": "Oslo"}
+    assert ToolCall(id="c", name="x", arguments="").arguments == {}
+    assert ToolCall(id="c", name="x", arguments=None).arguments == {}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [("{not json", "not valid JSON"), ("[1, 2]", "JSON object"), ('"text"', "JSON object")],
+)
+def test_tool_call_rejects_malformed_arguments(raw: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ToolCall(id="c", name="x", arguments=raw)
+
+
+def test_tool_call_needs_id_and_name() -> None:
+    with pytest.raises(ValidationError):
+        ToolCall(id="", name="x")
+    with pytest.raises(ValidationError):
+        ToolCall(id="c", name="")
+
+
+def test_tool_definition_from_model_and_name_rules() -> None:
+    from pydantic import BaseModel
+
+    class Args(BaseModel):
+        city: str
+
+    definition = ToolDefinition.from_model("weather_now", "Weather now.", Args)
+    assert definition.parameters["type"] == "object"
+    assert "city" in definition.parameters["properties"]
+    with pytest.raises(ValidationError, match="1-64 letters"):
+        ToolDefinition(name="has space", description="x")
+    with pytest.raises(ValidationError, match="1-64 letters"):
+        ToolDefinition(name="x" * 65, description="x")
+    with pytest.raises(ValidationError, match="'object'"):
+        ToolDefinition(name="x", parameters={"type": "string"})
+
+
+def test_usage_adds_up_and_refuses_negatives() -> None:
+    total = Usage(input_tokens=10, output_tokens=2, cached_input_tokens=4) + Usage(
+        input_tokens=5, output_tokens=1, reasoning_tokens=3
+    )
+    assert total == Usage(
+        input_tokens=15, output_tokens=3, cached_input_tokens=4, reasoning_tokens=3
+    )
+    assert total.total_tokens == 18
+    with pytest.raises(ValidationError):
+        Usage(input_tokens=-1)
+    with pytest.raises(TypeError):
+        _ = Usage() + 3  # type: ignore[operator]
+
+
+def test_turn_is_empty_and_to_message() -> None:
+    assert Turn(model="m").is_empty
+    assert Turn(content="   ", model="m").is_empty
+    assert not Turn(content="hi", model="m").is_empty
+    call = ToolCall(id="c", name="x", arguments={"a": 1})
+    turn = Turn(tool_calls=[call], model="m")
+    assert not turn.is_empty
+    message = turn.to_message()
+    assert message.role == "assistant"
+    assert message.tool_calls == [call]
+    assert message.content == []
+    with pytest.raises(ValidationError):
+        Turn(content="no model")  # type: ignore[call-arg]

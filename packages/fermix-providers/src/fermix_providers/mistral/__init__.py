@@ -1,0 +1,1 @@
+"""Mistral: the three rolling ``-latest`` tiers on the Chat Completions wire."""

@@ -1,0 +1,1 @@
+"""Ollama: keyless local models through the OpenAI-compatible endpoint."""

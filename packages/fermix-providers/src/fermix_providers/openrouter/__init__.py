@@ -1,0 +1,1 @@
+"""OpenRouter: vendor-prefixed models from many vendors on the Chat Completions wire."""

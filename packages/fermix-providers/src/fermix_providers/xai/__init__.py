@@ -1,0 +1,1 @@
+"""xAI: Grok models on the Responses wire, by API key or Grok subscription OAuth."""

@@ -1,0 +1,1 @@
+"""Meta capabilities: tools about the agent's own tool surface."""
