@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "EventCallback",
     "Provider",
     "ProviderError",
+    "ProviderSettings",
     "StreamEvent",
     "StreamEventKind",
 ]
@@ -188,6 +190,30 @@ class ProviderError(Exception):
 
 def _rebuild_provider_error(kind: str, message: str, fields: dict[str, Any]) -> ProviderError:
     return ProviderError(kind, message, **fields)
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """What a provider factory receives besides its spec: resolved config for one route.
+
+    Factories are called as ``factory(spec, settings)``. ``api_key`` is the resolved secret
+    (environment, keyring, command …), never a reference. ``http`` is the runtime's shared
+    ``httpx.AsyncClient`` when there is one; an adapter given ``None`` creates and owns its
+    own. ``auth_store`` is the :class:`~fermix_core.authfile.AuthStore` OAuth modes read
+    tokens from.
+    """
+
+    name: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    default_model: str | None = None
+    reasoning_effort: str | None = None
+    auth_mode: str = "api_key"
+    fast: bool = False
+    wire: str | None = None
+    http: Any = field(default=None, repr=False, compare=False)
+    auth_store: Any = field(default=None, repr=False, compare=False)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Provider(ABC):

@@ -1,0 +1,179 @@
+"""The base every HTTP adapter builds on: one client, explicit timeouts, uniform errors.
+
+Connection policy from the spec: idle keep-alive connections older than 15 s are discarded
+at checkout (``keepalive_expiry``); a connection found closed is retried once, and only
+when no response data had arrived; timeouts are never retried here — the agent loop owns
+that decision, with the chunk count this layer measured.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from fermix_core.provider import ErrorKind, Provider, ProviderError, ProviderSettings
+from fermix_core.specs import ModelInfo, ProviderSpec
+
+from fermix_providers.http.errors import error_from_exception, error_from_response
+from fermix_providers.http.sse import SSEEvent, StreamStats, iter_sse
+
+KEEPALIVE_EXPIRY_SECONDS = 15.0
+USER_AGENT = "fermix/0.1"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect: float = 10.0
+    #: Longest silence between two received chunks (or before the first one).
+    read: float = 120.0
+    write: float = 30.0
+    pool: float = 10.0
+
+    def httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+
+def new_client() -> httpx.AsyncClient:
+    """A client with the spec's keep-alive policy; the runtime shares one across adapters."""
+    return httpx.AsyncClient(
+        limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS),
+        headers={"user-agent": USER_AGENT},
+        follow_redirects=False,
+    )
+
+
+class HttpProvider(Provider):
+    """Shared state and request helpers; subclasses implement ``chat`` for their wire."""
+
+    counts_chunks = True
+    timeouts = Timeouts()
+
+    def __init__(self, spec: ProviderSpec, settings: ProviderSettings) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.name = spec.name
+        base = settings.base_url or spec.default_base_url
+        if not base:
+            raise ProviderError(
+                ErrorKind.INVALID_REQUEST,
+                f"{spec.name} has no base_url; set [fermix_core.providers.{spec.name}] base_url",
+                provider=spec.name,
+            )
+        self.base_url = base.rstrip("/")
+        self._owns_client = settings.http is None
+        self.client: httpx.AsyncClient = settings.http or new_client()
+
+    # ------------------------------------------------------------------ catalog
+
+    def model_id(self, requested: str | None) -> str:
+        model = requested or self.settings.default_model or self.spec.default_model
+        if not model:
+            raise ProviderError(
+                ErrorKind.INVALID_REQUEST,
+                f"no model chosen for {self.name}; set default_model",
+                provider=self.name,
+            )
+        return model
+
+    def model_info(self, model: str | None) -> ModelInfo | None:
+        wanted = self.model_id(model)
+        return next((m for m in self.spec.models if m.id == wanted), None)
+
+    def vision(self, model: str | None = None) -> bool:
+        info = self.model_info(model)
+        return bool(info and info.vision)
+
+    # ------------------------------------------------------------------ requests
+
+    def headers(self) -> dict[str, str]:
+        """Per-request headers (auth); subclasses extend."""
+        headers = {"content-type": "application/json"}
+        if self.settings.api_key:
+            headers["authorization"] = f"Bearer {self.settings.api_key}"
+        return headers
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A buffered POST. Buffered calls cannot prove a timeout was pre-response."""
+        response = await self._send("POST", path, body, stream=False, stats=StreamStats())
+        if response.status_code >= 400:
+            raise error_from_response(
+                self.name, response.status_code, response.headers, response.text
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProviderError(
+                ErrorKind.SERVER_ERROR,
+                f"{self.name} answered with a body that is not JSON",
+                provider=self.name,
+                status=response.status_code,
+            ) from exc
+
+    @asynccontextmanager
+    async def stream_sse(
+        self, path: str, body: Mapping[str, Any], stats: StreamStats
+    ) -> AsyncIterator[AsyncIterator[SSEEvent]]:
+        """POST and iterate SSE events; transport failures become classified errors."""
+        response: httpx.Response | None = None
+        try:
+            response = await self._send("POST", path, body, stream=True, stats=stats)
+            if response.status_code >= 400:
+                text = (await response.aread()).decode("utf-8", "replace")
+                raise error_from_response(self.name, response.status_code, response.headers, text)
+            yield self._events(response, stats)
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    async def _events(
+        self, response: httpx.Response, stats: StreamStats
+    ) -> AsyncIterator[SSEEvent]:
+        try:
+            async for event in iter_sse(response.aiter_raw(), stats):
+                yield event
+        except httpx.HTTPError as exc:
+            raise error_from_exception(
+                self.name,
+                exc,
+                chunks_seen=stats.chunks,
+                counts_chunks=self.counts_chunks,
+                visible_output=stats.visible,
+            ) from exc
+
+    async def _send(
+        self, method: str, path: str, body: Mapping[str, Any], *, stream: bool, stats: StreamStats
+    ) -> httpx.Response:
+        url = path if path.startswith("http") else f"{self.base_url}{path}"
+        content = json.dumps(body, separators=(",", ":")).encode()
+        attempts = 2  # a connection found closed before any response data: one retry
+        for attempt in range(attempts):
+            request = self.client.build_request(
+                method, url, content=content, headers=self.headers(), timeout=self.timeouts.httpx()
+            )
+            try:
+                return await self.client.send(request, stream=stream)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if attempt + 1 < attempts and stats.chunks == 0:
+                    continue
+                raise error_from_exception(
+                    self.name,
+                    exc,
+                    chunks_seen=stats.chunks,
+                    counts_chunks=self.counts_chunks and stream,
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise error_from_exception(
+                    self.name,
+                    exc,
+                    chunks_seen=stats.chunks,
+                    counts_chunks=self.counts_chunks and stream,
+                ) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        if self._owns_client and not self.client.is_closed:
+            await self.client.aclose()
