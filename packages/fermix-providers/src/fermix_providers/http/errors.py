@@ -70,7 +70,8 @@ def retry_after(headers: Mapping[str, str], body: str, *, now: float | None = No
                 return max(0.0, parsed.timestamp() - now)
     for name, raw in headers.items():
         lname = name.lower()
-        if lname.endswith("-reset") and lname.startswith(("anthropic-ratelimit", "x-ratelimit")):
+        vendor_reset = lname.startswith("anthropic-ratelimit") and lname.endswith("-reset")
+        if vendor_reset or lname.startswith("x-ratelimit-reset"):
             seconds = _reset_value(raw, now)
             if seconds is not None:
                 return seconds

@@ -1,0 +1,289 @@
+"""A scripted HTTP/1.1 server on a real loopback socket, for testing adapters end to end.
+
+Adapters are tested against the real wire: real TCP, real HTTP framing, chunked transfer
+encoding and Server-Sent Events, plus the failures that matter for retry policy — a
+server that never answers (pre-response stall), one that stops mid-stream, and one that
+cuts the connection. Nothing here sleeps to synchronise: a stall waits on an event that
+is released when the server closes or the test calls :meth:`LoopbackServer.release`.
+
+Example::
+
+    async with LoopbackServer() as server:
+        server.queue(Reply(sse=[{"type": "response.output_text.delta", "delta": "hi"}]))
+        provider = make_provider(base_url=server.url)
+        ...
+        assert server.requests[0].json()["model"] == "gpt-5.6"
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import SocketStream, TaskGroup
+
+__all__ = ["LoopbackServer", "RecordedRequest", "Reply", "sse_event"]
+
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    204: "No Content",
+    400: "Bad Request",
+    401: "Unauthorized",
+    402: "Payment Required",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
+
+
+def sse_event(data: Any, event: str | None = None) -> bytes:
+    """One SSE event; *data* that is not a string is JSON-encoded."""
+    payload = data if isinstance(data, str) else json.dumps(data)
+    lines = [f"event: {event}"] if event else []
+    lines += [f"data: {line}" for line in payload.split("\n")]
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+@dataclass
+class Reply:
+    """What the server does for one request.
+
+    ``body`` (bytes, str, or a JSON-able object) is sent with a Content-Length. ``chunks``
+    or ``sse`` are streamed with chunked transfer encoding, one network write per item
+    (``sse`` items become events: a dict/str is data, a ``(event, data)`` tuple names the
+    event). ``stall`` never sends the status line; ``stall_after`` stops after that many
+    chunks and waits; ``cut_after`` closes the socket after that many chunks without the
+    terminating zero-length chunk.
+    """
+
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None
+    chunks: Sequence[bytes | str] | None = None
+    sse: Sequence[Any] | None = None
+    stall: bool = False
+    stall_after: int | None = None
+    cut_after: int | None = None
+
+    def stream_items(self) -> list[bytes] | None:
+        if self.sse is not None:
+            items = []
+            for item in self.sse:
+                if isinstance(item, tuple):
+                    items.append(sse_event(item[1], item[0]))
+                else:
+                    items.append(sse_event(item))
+            return items
+        if self.chunks is not None:
+            return [c.encode() if isinstance(c, str) else c for c in self.chunks]
+        return None
+
+
+Handler = Callable[[RecordedRequest], "Reply | Awaitable[Reply]"]
+
+
+class _Stop(Exception):
+    pass
+
+
+class LoopbackServer:
+    """Serves queued :class:`Reply` objects (or a handler) on ``127.0.0.1:<random port>``."""
+
+    def __init__(self, handler: Handler | None = None) -> None:
+        self.handler = handler
+        self.replies: deque[Reply] = deque()
+        self.requests: list[RecordedRequest] = []
+        self.connections = 0
+        self._release = anyio.Event()
+        self._task_group: TaskGroup | None = None
+        self._listener: Any = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def release(self) -> None:
+        """Let every stalled reply finish by closing its connection."""
+        self._release.set()
+
+    async def __aenter__(self) -> LoopbackServer:
+        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._listener.serve, self._serve_connection)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+        assert self._task_group is not None
+        self._task_group.cancel_scope.cancel()
+        await self._task_group.__aexit__(None, None, None)
+        await self._listener.aclose()
+
+    async def _serve_connection(self, stream: SocketStream) -> None:
+        self.connections += 1
+        reader = _Reader(stream)
+        try:
+            while True:
+                request = await reader.read_request()
+                if request is None:
+                    return
+                self.requests.append(request)
+                reply = await self._reply_for(request)
+                keep_open = await self._send(stream, reply)
+                if not keep_open:
+                    return
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, _Stop):
+            return
+        finally:
+            await stream.aclose()
+
+    async def _reply_for(self, request: RecordedRequest) -> Reply:
+        if self.handler is not None:
+            result = self.handler(request)
+            if isinstance(result, Awaitable):
+                result = await result
+            return result  # type: ignore[return-value]
+        if not self.replies:
+            return Reply(
+                status=500, body={"error": {"message": "loopback server: no reply queued"}}
+            )
+        return self.replies.popleft()
+
+    async def _send(self, stream: SocketStream, reply: Reply) -> bool:
+        if reply.stall:
+            await self._release.wait()
+            return False
+        items = reply.stream_items()
+        headers = {k.lower(): v for k, v in reply.headers.items()}
+        if items is None:
+            body = reply.body
+            if body is None:
+                payload = b""
+            elif isinstance(body, bytes):
+                payload = body
+            elif isinstance(body, str):
+                payload = body.encode()
+            else:
+                payload = json.dumps(body).encode()
+                headers.setdefault("content-type", "application/json")
+            headers["content-length"] = str(len(payload))
+            await stream.send(self._head(reply.status, headers) + payload)
+            return True
+        if reply.sse is not None:
+            headers.setdefault("content-type", "text/event-stream")
+            headers.setdefault("cache-control", "no-cache")
+        headers["transfer-encoding"] = "chunked"
+        await stream.send(self._head(reply.status, headers))
+        for index, item in enumerate(items):
+            if reply.cut_after is not None and index >= reply.cut_after:
+                return False
+            if reply.stall_after is not None and index >= reply.stall_after:
+                await self._release.wait()
+                return False
+            await stream.send(f"{len(item):x}\r\n".encode() + item + b"\r\n")
+        if reply.cut_after is not None and reply.cut_after >= len(items):
+            return False
+        if reply.stall_after is not None and reply.stall_after >= len(items):
+            await self._release.wait()
+            return False
+        await stream.send(b"0\r\n\r\n")
+        return True
+
+    @staticmethod
+    def _head(status: int, headers: Mapping[str, str]) -> bytes:
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+class _Reader:
+    """Minimal HTTP/1.1 request reader: request line, headers, Content-Length or chunked body."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def _fill(self) -> bool:
+        try:
+            data = await self.stream.receive()
+        except anyio.EndOfStream:
+            return False
+        self.buffer += data
+        return True
+
+    async def _line(self) -> bytes | None:
+        while b"\r\n" not in self.buffer:
+            if not await self._fill():
+                return None
+        line, _, self.buffer = self.buffer.partition(b"\r\n")
+        return line
+
+    async def _exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            if not await self._fill():
+                raise _Stop()
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
+
+    async def read_request(self) -> RecordedRequest | None:
+        line = await self._line()
+        if not line:
+            return None
+        method, target, _ = line.decode("latin-1").split(" ", 2)
+        headers: dict[str, str] = {}
+        while True:
+            header = await self._line()
+            if header is None:
+                raise _Stop()
+            if header == b"":
+                break
+            name, _, value = header.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                size_line = await self._line()
+                if size_line is None:
+                    raise _Stop()
+                size = int(size_line.split(b";")[0], 16)
+                if size == 0:
+                    await self._line()
+                    break
+                body += await self._exactly(size)
+                await self._exactly(2)
+        else:
+            body = await self._exactly(int(headers.get("content-length", "0") or 0))
+        return RecordedRequest(method, target, headers, body)
