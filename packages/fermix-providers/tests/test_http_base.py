@@ -191,7 +191,7 @@ def test_settings_repr_hides_the_key() -> None:
 
 
 def test_missing_base_url_is_a_clear_error() -> None:
-    with pytest.raises(ProviderError, match="set \\[fermix_core.providers.acme\\] base_url"):
+    with pytest.raises(ProviderError, match=r"set \[fermix_core.providers.acme\] base_url"):
         Probe(SPEC, ProviderSettings(name="acme"))
 
 

@@ -139,7 +139,7 @@ class LoopbackServer:
 
     async def __aenter__(self) -> LoopbackServer:
         self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
+        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._listener.serve, self._serve_connection)
