@@ -36,7 +36,11 @@ print(json.dumps({"assemble_ms": (t1 - t0) * 1000, "config_ms": (t2 - t1) * 1000
 
 def run() -> dict:
     env = dict(os.environ)
+    # Installed packages run from cached bytecode (pip compiles at install; uv on first
+    # import), so measure that: allow .pyc writes and let the warm-up run create them.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["FERMIX_HOME"] = tempfile.mkdtemp(prefix="fermix-bench-")
+    subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, check=True)  # warm-up
     cold = []
     for _ in range(RUNS):
         out = subprocess.run(

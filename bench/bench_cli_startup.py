@@ -62,6 +62,9 @@ def run() -> dict:
     if fermix is None:
         raise SystemExit("fermix is not installed in this environment (uv sync first)")
     env = dict(os.environ)
+    # Installed packages run from cached bytecode (pip compiles at install; uv on first
+    # import), so measure that: allow .pyc writes and let the warm-up run create them.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["FERMIX_HOME"] = tempfile.mkdtemp(prefix="fermix-bench-")
     bare = _measure([sys.executable, "-c", "pass"], env)
     help_ = _measure([fermix, "--help"], env)
