@@ -1,0 +1,1 @@
+"""The daemon process: control socket, wire protocol, pid file and lifecycle."""
