@@ -40,7 +40,9 @@ def run() -> dict:
     # import), so measure that: allow .pyc writes and let the warm-up run create them.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["FERMIX_HOME"] = tempfile.mkdtemp(prefix="fermix-bench-")
-    subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, check=True)  # warm-up
+    subprocess.run(
+        [sys.executable, "-c", _PROBE], env=env, capture_output=True, check=True
+    )  # warm-up
     cold = []
     for _ in range(RUNS):
         out = subprocess.run(

@@ -5,13 +5,21 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from fermix_core.routing.effort import EffortError, accepted_efforts, clamp_effort, find_model
 from fermix_core.specs import REASONING_EFFORTS, ProviderSpec
 from fermix_providers import catalog
-from fermix_providers.catalog import EffortError, accepted_efforts, clamp_effort, find_model
 
 
 def spec_of(name: str) -> ProviderSpec:
     return importlib.import_module(catalog.PLUGIN_MODULES[name]).SPEC
+
+
+def test_catalog_re_exports_core_effort_rules() -> None:
+    # Core owns the rules (it applies them at route resolution); the catalog only re-exports.
+    assert catalog.clamp_effort is clamp_effort
+    assert catalog.accepted_efforts is accepted_efforts
+    assert catalog.find_model is find_model
+    assert catalog.EffortError is EffortError
 
 
 def test_provider_effort_subsets() -> None:

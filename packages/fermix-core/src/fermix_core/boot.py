@@ -62,8 +62,13 @@ def assemble(
     environ: Mapping[str, str] | None = None,
     plugins: Iterable[tuple[str, Any]] = (),
     entry_points: bool = True,
+    config: Mapping[str, Any] | None = None,
 ) -> Assembly:
-    """Load plugins and collect their specs. Never raises for a broken plugin or config file."""
+    """Load plugins and collect their specs. Never raises for a broken plugin or config file.
+
+    *config*, when given, is used instead of config.toml (embedding apps and tests pass
+    their settings as a mapping shaped like the TOML file).
+    """
     from fermix_core import builtin_plugin
     from fermix_core.config import ConfigError, plugins_disabled, read_document
     from fermix_core.home import FermixHome
@@ -75,7 +80,13 @@ def assemble(
     document_error: ConfigError | None = None
     disabled: list[str] = []
     try:
-        document = read_document(home.config_file)
+        if config is not None:
+            import tomlkit
+
+            document = tomlkit.document()
+            document.update(config)
+        else:
+            document = read_document(home.config_file)
         disabled = plugins_disabled(document)
     except ConfigError as exc:
         document_error = exc
@@ -84,6 +95,11 @@ def assemble(
     host.register(
         builtin_plugin, BUILTIN_PLUGIN_NAME, distribution="fermix-core", version=__version__
     )
+    # Core's slash commands are a separate plugin object: pluggy allows one implementation
+    # of a hook per plugin, and they register through the same hook third parties use.
+    from fermix_core.commands import plugin as core_commands
+
+    host.register(core_commands, "core.commands", distribution="fermix-core", version=__version__)
     for name, plugin in plugins:
         host.register(plugin, name)
     if entry_points:

@@ -33,6 +33,12 @@ def fermix_doctor_checks():
     yield DoctorCheckSpec(
         name="secrets", label="secrets", check="fermix_core.doctor_checks:check_secrets", order=50
     )
+    yield DoctorCheckSpec(
+        name="providers",
+        label="providers",
+        check="fermix_core.routing.report:check_routes",
+        order=60,
+    )
 
 
 @hookimpl

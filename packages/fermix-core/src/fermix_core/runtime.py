@@ -49,11 +49,14 @@ class Runtime:
         environ: Mapping[str, str] | None = None,
         plugins: Iterable[tuple[str, Any]] = (),
         entry_points: bool = True,
+        config: Mapping[str, Any] | None = None,
     ) -> Runtime:
         """Assemble plugins and validate everything; raises ``ConfigError``/``AuthFileError``."""
         from fermix_core.authfile import AuthStore
 
-        assembly = assemble(home, environ=environ, plugins=plugins, entry_points=entry_points)
+        assembly = assemble(
+            home, environ=environ, plugins=plugins, entry_points=entry_points, config=config
+        )
         config = assembly.load_config()
         assembly.home.ensure()
         AuthStore(assembly.home.auth_file).check_mode()

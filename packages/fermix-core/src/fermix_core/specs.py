@@ -134,6 +134,8 @@ class ProviderSpec(Spec):
     #: Environment variable that overrides the provider's API key (``None`` when keyless).
     env_var: str | None = None
     keyless: bool = False
+    #: Profile in auth.json holding this provider's OAuth login (``auth_mode = "oauth"``).
+    oauth_profile: str | None = None
     #: Environment variable that overrides ``base_url`` (Ollama's ``OLLAMA_BASE_URL``).
     base_url_env: str | None = None
     #: Keys accepted in ``[fermix_core.providers.<name>]``; anything else fails at load.

@@ -8,11 +8,20 @@ model id missing from the catalog still works — it is sent as given, with no k
 and no effort ceiling — so a stale catalog never blocks a new model.
 
 Only plain data lives here: importing it costs nothing beyond :mod:`fermix_core.specs`.
+The effort rules that read this data (``find_model``, ``accepted_efforts``,
+``clamp_effort``) belong to core, which applies them at route resolution without knowing any
+provider; they are re-exported here for code that reads them next to the catalog.
 """
 
 from __future__ import annotations
 
-from fermix_core.specs import REASONING_EFFORTS, ModelInfo, ProviderSpec, SetupField
+from fermix_core.routing.effort import (  # noqa: F401 - re-exported, see above
+    EffortError,
+    accepted_efforts,
+    clamp_effort,
+    find_model,
+)
+from fermix_core.specs import REASONING_EFFORTS, ModelInfo, SetupField
 
 #: When the model lists below were last checked against the vendors' published catalogs.
 CATALOG_AS_OF = "2026-11"
@@ -147,50 +156,3 @@ OLLAMA_MODELS: tuple[ModelInfo, ...] = (
     ModelInfo("gemma3", 131_072, vision=True, label="Gemma 3"),
     ModelInfo("gpt-oss:20b", 131_072, vision=False, label="gpt-oss 20B"),
 )
-
-
-# --------------------------------------------------------------------------- effort rules
-
-
-class EffortError(ValueError):
-    """A reasoning effort outside the canonical vocabulary."""
-
-
-def find_model(spec: ProviderSpec, model_id: str) -> ModelInfo | None:
-    """The catalog entry for *model_id*, or ``None`` for a model the catalog does not know."""
-    return next((m for m in spec.models if m.id == model_id), None)
-
-
-def accepted_efforts(spec: ProviderSpec, model_id: str | None = None) -> tuple[str, ...]:
-    """Efforts a provider — narrowed to one model when given — accepts, lowest first.
-
-    Setup lists exactly these, so the operator is never offered a level the selected model
-    would refuse. A model without a catalog ceiling accepts the whole provider subset.
-    """
-    efforts = spec.reasoning_efforts
-    model = find_model(spec, model_id) if model_id else None
-    if model is None or model.max_effort is None:
-        return efforts
-    ceiling = REASONING_EFFORTS.index(model.max_effort)
-    return tuple(e for e in efforts if REASONING_EFFORTS.index(e) <= ceiling)
-
-
-def clamp_effort(spec: ProviderSpec, model_id: str | None, effort: str) -> str | None:
-    """Map a configured effort onto what the route can take, instead of letting it 400.
-
-    Returns ``None`` for a provider that takes no effort (nothing is sent). A level above the
-    ceiling clamps down to the highest accepted level; a level below the floor (``none`` on
-    Anthropic) rises to the lowest. Only a word outside the canonical vocabulary is an error.
-    """
-    if effort not in REASONING_EFFORTS:
-        raise EffortError(
-            f"unknown reasoning effort {effort!r}; use one of: {', '.join(REASONING_EFFORTS)}"
-        )
-    accepted = accepted_efforts(spec, model_id)
-    if not accepted:
-        return None
-    if effort in accepted:
-        return effort
-    rank = REASONING_EFFORTS.index(effort)
-    below = [e for e in accepted if REASONING_EFFORTS.index(e) < rank]
-    return below[-1] if below else accepted[0]

@@ -29,6 +29,56 @@ class CommandEntry:
 
 COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry(
+        "ask", "Ask Fermix one thing and print the reply.", "fermix_core.cli.ask_cmd:ask_app"
+    ),
+    CommandEntry(
+        "chat",
+        "Chat with Fermix in the terminal (history per session).",
+        "fermix_core.cli.ask_cmd:chat_app",
+    ),
+    CommandEntry(
+        "run",
+        "Run the daemon in the foreground (Ctrl-C stops it).",
+        "fermix_core.cli.daemon_cmd:run_app",
+    ),
+    CommandEntry(
+        "start", "Start the daemon in the background.", "fermix_core.cli.daemon_cmd:start_app"
+    ),
+    CommandEntry("stop", "Stop the running daemon.", "fermix_core.cli.daemon_cmd:stop_app"),
+    CommandEntry(
+        "restart",
+        "Restart the daemon (applies config and upgrades).",
+        "fermix_core.cli.daemon_cmd:restart_app",
+    ),
+    CommandEntry(
+        "status",
+        "Show whether the daemon runs, its version and providers.",
+        "fermix_core.cli.daemon_cmd:status_app",
+    ),
+    CommandEntry(
+        "health",
+        "Ask the running daemon whether it is healthy.",
+        "fermix_core.cli.daemon_cmd:health_app",
+    ),
+    CommandEntry(
+        "logs", "Show the daemon log (-f to follow).", "fermix_core.cli.daemon_cmd:logs_app"
+    ),
+    CommandEntry(
+        "capabilities",
+        "List the agent's tools and who can use them.",
+        "fermix_core.cli.capabilities_cmd:app",
+    ),
+    CommandEntry(
+        "providers",
+        "List model providers and how turns are routed.",
+        "fermix_core.cli.providers_cmd:app",
+    ),
+    CommandEntry(
+        "providers",
+        "List model providers and how turns are routed.",
+        "fermix_core.cli.providers_cmd:app",
+    ),
+    CommandEntry(
         "setup",
         "Configure Fermix step by step (or non-interactively with flags).",
         "fermix_core.cli.setup_cmd:app",

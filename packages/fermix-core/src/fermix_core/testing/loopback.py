@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,7 +27,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream, TaskGroup
 
-__all__ = ["LoopbackServer", "RecordedRequest", "Reply", "sse_event"]
+__all__ = ["LoopbackServer", "RecordedRequest", "Reply", "ThreadedLoopback", "sse_event"]
 
 _REASONS = {
     200: "OK",
@@ -287,3 +288,53 @@ class _Reader:
         else:
             body = await self._exactly(int(headers.get("content-length", "0") or 0))
         return RecordedRequest(method, target, headers, body)
+
+
+class ThreadedLoopback:
+    """A :class:`LoopbackServer` on its own event-loop thread, for tests that drive
+    subprocesses (a real daemon, the CLI) with blocking calls while the server answers.
+
+    Example::
+
+        with ThreadedLoopback(handler) as server:
+            subprocess.run(["fermix", "ask", "hi"], env={..., "BASE": server.url})
+            server.call(gate.set)  # run a function on the server's loop thread
+    """
+
+    def __init__(self, handler: Handler | None = None) -> None:
+        self.server = LoopbackServer(handler)
+        self._portal_cm: Any = None
+        self.portal: Any = None
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return self.server.requests
+
+    def call(self, func: Callable[..., Any], *args: Any) -> Any:
+        """Run *func* on the server's loop thread (e.g. ``event.set``); awaits coroutines."""
+        if inspect.iscoroutinefunction(func):
+            return self.portal.call(func, *args)
+        return self.portal.call(_sync_call, func, *args)
+
+    def __enter__(self) -> ThreadedLoopback:
+        from anyio.from_thread import start_blocking_portal
+
+        self._portal_cm = start_blocking_portal()
+        self.portal = self._portal_cm.__enter__()
+        self._server_cm = self.portal.wrap_async_context_manager(self.server)
+        self._server_cm.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            self._server_cm.__exit__(*exc_info)
+        finally:
+            self._portal_cm.__exit__(*exc_info)
+
+
+async def _sync_call(func: Callable[..., Any], *args: Any) -> Any:
+    return func(*args)

@@ -21,6 +21,7 @@ SPEC = ProviderSpec(
     factory="fermix_providers.anthropic.adapter:AnthropicProvider",
     wire="anthropic_messages",
     auth_modes=("api_key", "oauth"),
+    oauth_profile="anthropic_oauth",
     env_var="ANTHROPIC_API_KEY",
     config_keys=catalog.config_keys(api_key=True, effort=True, auth_mode=True),
     reasoning_efforts=catalog.EFFORTS_ANTHROPIC,

@@ -54,7 +54,26 @@ def _find_message(data: Any) -> str:
             value = data.get(key)
             if isinstance(value, str) and value.strip():
                 return value.strip()
+            # Validation errors (Mistral, FastAPI-style gateways) nest the sentence as
+            # ``{"message": {"detail": [{"loc": [...], "msg": "..."}]}}``.
+            found = _find_message(value) if isinstance(value, Mapping) else _detail_list(value)
+            if found:
+                return found
     return ""
+
+
+def _detail_list(value: Any) -> str:
+    """``[{"loc": ["body", "x"], "msg": "..."}]`` as ``"body.x: ..."`` sentences."""
+    if not isinstance(value, list):
+        return ""
+    sentences = []
+    for item in value:
+        if not isinstance(item, Mapping) or not isinstance(item.get("msg"), str):
+            continue
+        loc = item.get("loc")
+        where = ".".join(str(p) for p in loc) if isinstance(loc, list) and loc else ""
+        sentences.append(f"{where}: {item['msg']}" if where else item["msg"])
+    return "; ".join(sentences)
 
 
 def retry_after(headers: Mapping[str, str], body: str, *, now: float | None = None) -> float | None:

@@ -21,6 +21,7 @@ SPEC = ProviderSpec(
     factory="fermix_providers.openai_codex.adapter:CodexProvider",
     wire="responses",
     auth_modes=("oauth",),
+    oauth_profile="codex",
     env_var=None,
     config_keys=catalog.config_keys(api_key=False, effort=True, fast=True),
     reasoning_efforts=catalog.EFFORTS_OPENAI,

@@ -20,6 +20,7 @@ SPEC = ProviderSpec(
     factory="fermix_providers.xai.adapter:XAIProvider",
     wire="responses",
     auth_modes=("api_key", "oauth"),
+    oauth_profile="xai_oauth",
     env_var="XAI_API_KEY",
     config_keys=catalog.config_keys(api_key=True, effort=True, auth_mode=True),
     reasoning_efforts=catalog.EFFORTS_XAI,

@@ -1,0 +1,81 @@
+"""Embedding Fermix in another Python application.
+
+Example::
+
+    import anyio
+    from fermix_core.api import Fermix
+
+    async def main():
+        async with Fermix.open(home="/tmp/fermix-demo") as fx:
+            reply = await fx.ask("What can you do?", session="demo")
+            print(reply.text)
+
+    anyio.run(main)
+
+The embedded runtime is the same one the daemon runs — plugins, config validation,
+routing, the gateway, the queue and the conversation store — without the control socket
+or remote channels. ``docs/embedding.md`` has the details.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fermix_core.home import FermixHome
+from fermix_core.runtime import Runtime
+from fermix_core.service import FermixService
+from fermix_core.turns import TurnOutcome
+
+__all__ = ["Fermix", "TurnOutcome"]
+
+
+class Fermix:
+    """A running, embedded Fermix. Build it with :meth:`open`."""
+
+    def __init__(self, service: FermixService) -> None:
+        self.service = service
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.service.runtime
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        home: str | Path | FermixHome | None = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        plugins: Iterable[tuple[str, Any]] = (),
+        entry_points: bool = True,
+    ) -> AsyncIterator[Fermix]:
+        """Boot (validating config), start plugins, and stop everything on exit.
+
+        *home* defaults to ``FERMIX_HOME``/``~/.fermix``; *config* replaces config.toml with a
+        mapping of the same shape; *plugins* are ``(name, object)`` pairs registered in
+        process; ``entry_points=False`` loads no installed plugins (only core and *plugins*).
+        """
+        if home is not None and not isinstance(home, FermixHome):
+            home = FermixHome(Path(home).expanduser().resolve())
+        runtime = Runtime.boot(
+            home, environ=environ, plugins=plugins, entry_points=entry_points, config=config
+        )
+        async with FermixService.running(runtime) as service:
+            await runtime.start()
+            try:
+                yield cls(service)
+            finally:
+                await runtime.stop()
+
+    async def ask(
+        self, text: str, *, session: str = "default", cwd: str | Path | None = None
+    ) -> TurnOutcome:
+        """Run one operator turn (or slash command) in *session*; returns the outcome."""
+        return await self.service.ask(text, session=session, cwd=Path(cwd) if cwd else None)
+
+    def status(self) -> dict[str, Any]:
+        return self.service.status()

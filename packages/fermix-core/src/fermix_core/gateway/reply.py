@@ -1,0 +1,98 @@
+"""Reply ports: the way back to the chat a message came from.
+
+The agent never learns which channel a message came from; it gets a :class:`ReplyPort`
+whose ``features`` say what the surface can do (edit a draft, delete, react) so streaming
+and the reaction capability pick a strategy up front instead of failing halfway through a
+reply. :class:`ChannelReplyPort` is the port over a running :class:`Channel` adapter;
+local surfaces (the CLI, the daemon socket) bring their own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from fermix_core.channel import Channel, InboundMessage, OutboundMessage, SentMessage
+from fermix_core.gateway.types import ChannelFeatures, ReplyPort
+
+__all__ = ["ChannelReplyPort", "features_of", "reply_text", "try_reply_text"]
+
+log = logging.getLogger("fermix.gateway")
+
+
+def features_of(
+    channel: Channel,
+    *,
+    local: bool = False,
+    reactions: Sequence[str] | None = None,
+    draft: bool | None = None,
+    slash_commands: bool = True,
+) -> ChannelFeatures:
+    """Features declared by a channel adapter's ability flags.
+
+    ``reactions`` narrows a reaction-capable channel to its fixed emoji set; leave it
+    ``None`` for "any single emoji". ``draft`` defaults to "can edit", the only thing draft
+    streaming needs from the platform.
+    """
+    can_react = bool(getattr(channel, "supports_reactions", False))
+    can_edit = bool(getattr(channel, "supports_edit", False))
+    return ChannelFeatures(
+        local=local,
+        reactions=(tuple(reactions) if reactions is not None else ()) if can_react else None,
+        draft=can_edit if draft is None else (draft and can_edit),
+        edit=can_edit,
+        delete=bool(getattr(channel, "supports_delete", False)),
+        slash_commands=slash_commands,
+    )
+
+
+class ChannelReplyPort:
+    """A :class:`ReplyPort` over a channel adapter; one per channel, shared by its chats.
+
+    Outbound messages already name their chat, so one port serves every conversation of
+    the channel and costs nothing per message.
+    """
+
+    def __init__(self, channel: Channel, features: ChannelFeatures | None = None) -> None:
+        self.channel = channel
+        self.features = features if features is not None else features_of(channel)
+
+    async def send(self, message: OutboundMessage) -> SentMessage:
+        return await self.channel.send(message)
+
+    def __repr__(self) -> str:
+        return f"ChannelReplyPort({getattr(self.channel, 'name', '?')!r})"
+
+
+def _outbound(inbound: InboundMessage, text: str) -> OutboundMessage:
+    return OutboundMessage(
+        chat_id=inbound.chat_id,
+        thread_id=inbound.thread_id,
+        text=text,
+        reply_to=inbound.message_id,
+    )
+
+
+async def reply_text(reply: ReplyPort, inbound: InboundMessage, text: str) -> SentMessage:
+    """Answer *inbound* in its own chat and thread with *text*."""
+    return await reply.send(_outbound(inbound, text))
+
+
+async def try_reply_text(reply: ReplyPort, inbound: InboundMessage, text: str) -> bool:
+    """Like :func:`reply_text`, but a platform refusal is logged instead of raised.
+
+    Gateway notes ("looks empty", "restart in progress", command answers) are courtesy
+    replies: an adapter whose platform refused one must not see its receive loop fail.
+    """
+    try:
+        await reply_text(reply, inbound, text)
+    except Exception as exc:
+        log.warning(
+            "could not reply on %s chat %s: %s: %s",
+            inbound.channel,
+            inbound.chat_id,
+            type(exc).__name__,
+            exc,
+        )
+        return False
+    return True

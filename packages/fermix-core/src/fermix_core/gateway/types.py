@@ -1,0 +1,168 @@
+"""The records and protocols the gateway, the queue and the turn runner share.
+
+They live apart from the implementations so the turn runner, the daemon and the command
+handlers can name them without pulling in each other's code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import anyio
+
+from fermix_core.channel import ConversationKey, InboundMessage, OutboundMessage, SentMessage
+from fermix_core.tool import Trust
+
+__all__ = [
+    "ChannelFeatures",
+    "CommandServices",
+    "IngestOutcome",
+    "IngestStatus",
+    "ReplyPort",
+    "StopReport",
+    "TurnExecutor",
+    "TurnJob",
+]
+
+
+@dataclass(frozen=True)
+class ChannelFeatures:
+    """What the surface a message came from can do, decided once per reply port.
+
+    ``reactions`` is ``None`` when the channel cannot react, an empty tuple when it accepts
+    any single emoji, and the allowed set otherwise (Telegram, Slack). ``slash_commands``
+    is off for surfaces where a leading ``/`` is ordinary text (ACP).
+    """
+
+    local: bool = False
+    reactions: tuple[str, ...] | None = None
+    draft: bool = False
+    edit: bool = False
+    delete: bool = False
+    slash_commands: bool = True
+
+
+@runtime_checkable
+class ReplyPort(Protocol):
+    """The way back to the chat a message came from."""
+
+    features: ChannelFeatures
+
+    async def send(self, message: OutboundMessage) -> SentMessage: ...
+
+
+@dataclass(eq=False)
+class TurnJob:
+    """One unit of work for the queue: an authorized message and where its reply goes.
+
+    Identity, not value, is equality: two identical texts sent twice are two turns. The
+    queue sets ``started`` when the executor receives the job (so ``on_stopped`` knows
+    whether the turn had persisted its user message), ``stopped`` when ``/stop`` or
+    shutdown ended it, ``error`` when the executor raised, and ``done`` in every case, so
+    a waiter never hangs.
+    """
+
+    message: InboundMessage
+    trust: Trust
+    reply: ReplyPort
+    run_profile: str = "normal"
+    cwd: Path | None = None
+    background: bool = False
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: object | None = None
+    started: bool = False
+    stopped: bool = False
+    error: BaseException | None = None
+
+    @property
+    def key(self) -> ConversationKey:
+        return self.message.conversation_key
+
+
+class TurnExecutor(Protocol):
+    """Runs turns for the queue; the turn runner implements it."""
+
+    async def run_turn(self, job: TurnJob) -> None:
+        """Run one turn to completion, delivering through ``job.reply``.
+
+        Runs inside a cancel scope: ``/stop`` cancels it, and a cancelled turn must
+        neither deliver nor commit.
+        """
+
+    async def on_stopped(self, job: TurnJob) -> None:
+        """A queued or active job was stopped; ``job.started`` says which.
+
+        Called once per stopped job, the active one first and only after its ``run_turn``
+        has unwound, so a history marker written here cannot race the cancelled turn's own
+        cleanup. A job that never started has persisted nothing and needs no marker.
+        """
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """What ``/stop`` ended in one conversation."""
+
+    cancelled: bool
+    cleared: int
+    background: int = 0
+
+    @property
+    def anything(self) -> bool:
+        return self.cancelled or self.cleared > 0 or self.background > 0
+
+
+class CommandServices(Protocol):
+    """What slash-command handlers may ask of the runtime (the lead's runtime implements it)."""
+
+    async def clear_conversation(self, key: ConversationKey) -> None: ...
+
+    async def compact_conversation(self, key: ConversationKey) -> str: ...
+
+    async def start_background(self, job: TurnJob) -> str | None:
+        """Start *job* detached; ``None`` when the daemon-wide cap of 8 is full."""
+
+    def background_tasks(self, key: ConversationKey) -> list[dict]:
+        """Running and recent background work of *key*.
+
+        Each dict may carry ``id``, ``status``, ``prompt``, ``started_at`` and
+        ``finished_at``; ``/tasks`` shows what is present.
+        """
+
+    async def stop_conversation(self, key: ConversationKey) -> StopReport: ...
+
+    async def submit_turn(self, job: TurnJob) -> None: ...
+
+
+class IngestStatus(StrEnum):
+    """How the gateway disposed of one inbound message."""
+
+    #: The sender is not authorized on this channel; nothing was sent back.
+    DROPPED = "dropped"
+    #: No text and no media; answered with the "looks empty" note.
+    EMPTY = "empty"
+    #: Media the gateway cannot handle yet (voice notes without a transcription backend).
+    MEDIA_REFUSED = "media_refused"
+    #: A slash command ran (or was refused) before the agent.
+    COMMAND = "command"
+    #: The agent was restarting; the sender was asked to try again.
+    UNAVAILABLE = "unavailable"
+    #: A turn was queued.
+    QUEUED = "queued"
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    """The gateway's answer to ``ingest``: what happened, and the queued job if any.
+
+    Callers that must wait for the reply (``fermix ask`` through the gateway) await
+    ``job.done``. ``command`` is the canonical command name when a command ran or was
+    refused; ``trust`` is set for every authorized sender.
+    """
+
+    status: IngestStatus
+    job: TurnJob | None = None
+    command: str | None = None
+    trust: Trust | None = None

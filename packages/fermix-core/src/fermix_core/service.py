@@ -1,0 +1,202 @@
+"""The running service: store, capabilities, routes, turn runner, queue and gateway, wired.
+
+The daemon (``fermix run``), the in-process ``fermix ask`` and embedding apps
+(:class:`fermix_core.api.Fermix`) all run this same object, so a turn behaves the same
+whichever way it arrives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from fermix_core.channel import InboundMessage, OutboundMessage, SentMessage
+from fermix_core.runtime import Runtime
+from fermix_core.specs import ChannelSpec, CommandSpec, ToolSpec
+from fermix_core.turns import TurnOutcome, TurnRunner
+
+log = logging.getLogger("fermix.service")
+
+CLI_CHANNEL = "cli"
+LOCAL_SENDER = "local"
+
+
+@dataclass
+class CollectingReply:
+    """A reply port for local callers (CLI, embedding): collects what the turn sends."""
+
+    features: Any
+    messages: list[OutboundMessage] = field(default_factory=list)
+
+    async def send(self, message: OutboundMessage) -> SentMessage:
+        self.messages.append(message)
+        return SentMessage(message_id=str(len(self.messages)))
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(m.text for m in self.messages if m.text)
+
+
+class FermixService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.store: Any = None
+        self.runner: TurnRunner | None = None
+        self.queue: Any = None
+        self.gateway: Any = None
+        self.routes: Any = None
+        self.available = True
+        self.cli_features: Any = None
+        self._closers: list[Any] = []
+
+    @property
+    def home(self) -> Any:
+        return self.runtime.home
+
+    # ------------------------------------------------------------------ assembly
+
+    @classmethod
+    @asynccontextmanager
+    async def running(cls, runtime: Runtime) -> AsyncIterator[FermixService]:
+        """Open everything a turn needs; close it all (in reverse) on exit."""
+        from fermix_core.agent import CapabilityRegistry
+        from fermix_core.commands import CommandRouter
+        from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
+        from fermix_core.prompt import PromptComposer, reconcile_agent_name
+        from fermix_core.store import ConversationStore
+        from fermix_core.traces import Tracer
+
+        service = cls(runtime)
+        config = runtime.config
+        reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
+        service.store = await ConversationStore.open(runtime.home.memory_db)
+        registry = runtime.registry
+        tool_specs = registry.typed(ToolSpec)
+        tool_search = config.core.fermix_core.tools.tool_search.enabled
+        capabilities = CapabilityRegistry(
+            tool_specs.values(),
+            sources={name: registry.source_of(spec) or "" for name, spec in tool_specs.items()},
+            deferral=tool_search is not False,
+        )
+        caller, windows = service._build_caller()
+        runner = TurnRunner(
+            store=service.store,
+            capabilities=capabilities,
+            composer=PromptComposer(runtime.home),
+            caller=caller,
+            home=runtime.home,
+            config=config,
+            emit=runtime.emit,
+            tracer=Tracer(runtime.home),
+            context_window=windows,
+        )
+        service.runner = runner
+        policies = {
+            CLI_CHANNEL: TrustPolicy(
+                owner_id=None, allowed_ids=(), command_allowlist=(), local=True
+            )
+        }
+        for name in registry.typed(ChannelSpec):
+            section = config.section(f"fermix_channels.{name}")
+            if section is not None:
+                policies[name] = TrustPolicy.from_section(section)
+        try:
+            async with anyio.create_task_group() as tg, ConversationQueue(runner) as queue:
+                runner.queue = queue
+                runner.task_group = tg
+                service.queue = queue
+                service.gateway = Gateway(
+                    policies=policies,
+                    commands=CommandRouter(registry.typed(CommandSpec).values()),
+                    queue=queue,
+                    services=runner,
+                    emit=runtime.emit,
+                    agent_available=lambda: service.available,
+                )
+                service.cli_features = ChannelFeatures(local=True)
+                yield service
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                for close in reversed(service._closers):
+                    try:
+                        await close()
+                    except Exception:
+                        log.exception("closing %r failed", close)
+                await service.store.close()
+
+    def _build_caller(self) -> tuple[Any, Any]:
+        """The main-turn route chain, snapshotted now (restart to apply provider changes)."""
+        import httpx
+
+        from fermix_core.authfile import AuthStore
+        from fermix_core.routing import RoutingCaller, build_chain, resolve_routes
+
+        runtime = self.runtime
+        auth_store = AuthStore(runtime.home.auth_file)
+        plan = resolve_routes(
+            runtime.config,
+            runtime.registry,
+            runtime.environ,
+            host=runtime.host,
+            auth_store=auth_store,
+        )
+        self.routes = plan
+        if plan.primary is None:
+            log.warning("no provider configured: %s", plan.reason)
+            return None, lambda model: None
+        # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
+        # older than 15 s are discarded at checkout.
+        http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
+        chain = build_chain(
+            plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
+        )
+        self._closers += [chain.aclose, http.aclose]
+
+        def window(model: str | None) -> int | None:
+            route = plan.primary
+            wanted = model or route.settings.default_model
+            info = next((m for m in route.spec.models if m.id == wanted), None)
+            return info.context_window if info else None
+
+        return RoutingCaller(chain), window
+
+    # ------------------------------------------------------------------ local turns
+
+    async def ask(
+        self, text: str, *, session: str = "default", cwd: Path | None = None
+    ) -> TurnOutcome:
+        """Run one local (operator) turn or slash command and return what it produced."""
+        from fermix_core.channel import ConversationKey
+
+        message = InboundMessage(
+            channel=CLI_CHANNEL,
+            chat_id=session,
+            sender_id=LOCAL_SENDER,
+            text=text,
+            local=True,
+        )
+        reply = CollectingReply(self.cli_features)
+        outcome = await self.gateway.ingest(message, reply, cwd=cwd)
+        job = getattr(outcome, "job", None)
+        if job is not None:
+            await job.done.wait()
+            if isinstance(job.result, TurnOutcome):
+                job.result.text = reply.text or job.result.text
+                return job.result
+        key = ConversationKey(CLI_CHANNEL, session, None)
+        return TurnOutcome(reply.text, key, "", status=getattr(outcome, "kind", "handled"))
+
+    def status(self) -> dict[str, Any]:
+        plan = self.routes
+        return {
+            "primary_provider": plan.primary.name if plan and plan.primary else None,
+            "fallback_providers": [r.name for r in plan.fallbacks] if plan else [],
+            "active_conversations": len(self.queue.active()) if self.queue else 0,
+        }

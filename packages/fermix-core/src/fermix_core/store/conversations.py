@@ -1,0 +1,260 @@
+"""The async conversation store the turn runner, gateway and CLI use.
+
+Every call is one hop to a worker thread that owns the store's single SQLite connection
+(a ``CapacityLimiter(1)`` keeps calls strictly one at a time), so the event loop never
+blocks on disk and the connection is never used by two threads at once. A call cancelled
+while its SQL runs still finishes that SQL — anyio does not abandon the thread — and the
+transaction either committed or rolled back as a whole; cancellation can delay a caller by
+one statement but can never leave half a turn behind.
+
+Content-less messages are refused here, before any SQL: a turn that produced nothing must
+be abandoned as ``"empty"``, not committed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from fermix_core.channel import ConversationKey
+from fermix_core.messages import Message, Usage
+from fermix_core.store.engine import SyncStore
+from fermix_core.store.records import (
+    SPEAKERS,
+    TURN_END_STATES,
+    EmptyMessageError,
+    StoreClosedError,
+    StoredMessage,
+    StoreError,
+    TurnEndState,
+    TurnHandle,
+)
+
+__all__ = ["ConversationStore"]
+
+T = TypeVar("T")
+
+#: Conversation ids are cached once resolved: rows are never deleted, and the cache spares
+#: every turn a thread hop. The cap only guards against a pathological number of chats.
+_KEY_CACHE_MAX = 4096
+
+
+def _refuse_empty(message: Message, what: str) -> Message:
+    if message.is_empty:
+        raise EmptyMessageError(
+            f"refusing to store {what}: a {message.role} message with no text, image, tool call "
+            "or tool result; abandon the turn as 'empty' instead of committing it"
+        )
+    return message
+
+
+class ConversationStore:
+    """Conversation history in ``memory.db``: windows, turns, markers and summaries.
+
+    Build one with ``await ConversationStore.open(path)`` and ``await store.close()`` it
+    (or use ``async with``). One instance per process and file; other processes may open
+    the same file — SQLite's locking and ``BEGIN IMMEDIATE`` keep their writes apart.
+    """
+
+    def __init__(self, sync: SyncStore) -> None:
+        self._sync: SyncStore | None = sync
+        self._limiter = anyio.CapacityLimiter(1)
+        self._ids: dict[ConversationKey, int] = {}
+        self.path = sync.path
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(cls, path: Path) -> ConversationStore:
+        """Open (creating or migrating as needed) the store at *path*.
+
+        Raises :class:`~fermix_core.store.StoreSchemaError` for a database written by a
+        newer Fermix, :class:`~fermix_core.store.StoreCorruptError` for a file that is not
+        a readable database.
+        """
+        sync = await anyio.to_thread.run_sync(SyncStore.open, Path(path))
+        return cls(sync)
+
+    async def close(self) -> None:
+        """Close the connection; safe to call twice. Later calls raise StoreClosedError."""
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            await anyio.to_thread.run_sync(sync.close, limiter=self._limiter)
+
+    async def __aenter__(self) -> ConversationStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        if self._sync is None:
+            raise StoreClosedError(
+                f"the conversation store for {self.path} is closed; open a new one"
+            )
+        sync = self._sync
+
+        def call() -> T:
+            # A call queued behind close() must not reach the closed connection.
+            if self._sync is None:
+                raise StoreClosedError(
+                    f"the conversation store for {self.path} was closed while this call waited"
+                )
+            return method(sync, *args, **kwargs)
+
+        try:
+            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"the conversation store at {self.path} failed ({type(exc).__name__}: {exc}); "
+                "check free disk space and that the file is writable, then retry"
+            ) from exc
+
+    # ------------------------------------------------------------------ conversations
+
+    async def conversation_id(self, key: ConversationKey) -> int:
+        """The id of *key*'s conversation, created on first use."""
+        key = ConversationKey(*key)
+        cached = self._ids.get(key)
+        if cached is not None:
+            return cached
+        conversation_id = await self._call(
+            SyncStore.conversation_id, key.channel, key.chat_id, key.thread_id
+        )
+        if len(self._ids) >= _KEY_CACHE_MAX:
+            self._ids.clear()
+        self._ids[key] = conversation_id
+        return conversation_id
+
+    async def load_window(self, conversation_id: int) -> list[StoredMessage]:
+        """The messages the next turn replays, oldest first, the summary (if any) leading.
+
+        Committed turns appear whole; a turn that is not committed contributes only its
+        user message (followed by its stop marker when one was appended). Call this before
+        :meth:`begin_turn` to get the history without the new user message. Rows that are
+        unreadable or content-less are skipped with a warning, never replayed.
+        """
+        return await self._call(SyncStore.load_window, conversation_id)
+
+    async def clear_window(self, conversation_id: int) -> None:
+        """``/new``: start an empty window; every row stays in the database."""
+        await self._call(SyncStore.clear_window, conversation_id)
+
+    async def replace_with_summary(
+        self,
+        conversation_id: int,
+        summary: str,
+        keep_last: int,
+        *,
+        covered_through: int | None = None,
+    ) -> None:
+        """Compaction: the window becomes ``[summary] + `` the last *keep_last* messages.
+
+        The summary is stored as a ``system`` message of kind ``"summary"``. When the cut
+        falls inside a turn, the whole turn is kept (back to its user message), so the tail
+        never opens with an orphaned tool result and nothing the caller left out of the
+        summary — it summarizes what precedes the last *keep_last* — leaves the window.
+        *covered_through* is the ``seq`` of the last message the summary was written from;
+        messages after it (a turn that committed while the summary was being written) stay
+        in the window whole. Nothing is deleted: older rows just leave the window.
+        """
+        if keep_last < 0:
+            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
+        message = _refuse_empty(Message.system(summary), "a compaction summary")
+        await self._call(
+            SyncStore.replace_with_summary, conversation_id, message, keep_last, covered_through
+        )
+
+    async def next_session_number(self) -> int:
+        """A number never handed out before in this database (session ids ``main-<n>``)."""
+        return await self._call(SyncStore.next_session_number)
+
+    # ------------------------------------------------------------------ turns
+
+    async def begin_turn(
+        self,
+        conversation_id: int,
+        user: Message,
+        *,
+        speaker: str,
+        sender_id: str | None,
+        session_id: str,
+        run_profile: str = "normal",
+    ) -> TurnHandle:
+        """Persist the user message and open a turn (status ``started``)."""
+        if user.role != "user":
+            raise ValueError(f"a turn opens with a user message, not a {user.role!r} one")
+        if speaker not in SPEAKERS:
+            raise ValueError(f"speaker must be one of {', '.join(SPEAKERS)}, not {speaker!r}")
+        _refuse_empty(user, "the user message")
+        return await self._call(
+            SyncStore.begin_turn,
+            conversation_id,
+            user,
+            speaker=speaker,
+            sender_id=sender_id,
+            session_id=session_id,
+            run_profile=run_profile,
+        )
+
+    async def commit_turn(
+        self,
+        turn_id: int,
+        messages: Sequence[Message],
+        *,
+        usage: Usage,
+        model: str | None,
+        provider: str | None,
+    ) -> list[int]:
+        """Store what the turn produced and mark it committed, all in one transaction.
+
+        Returns the new rows' ids. Raises :class:`EmptyMessageError` (nothing written) when
+        *messages* is empty or any of them is content-less, and
+        :class:`~fermix_core.store.TurnStateError` when the turn is unknown or no longer
+        ``started`` (stopped, failed or already committed).
+        """
+        if not messages:
+            raise EmptyMessageError(
+                f"turn {turn_id} produced no messages; abandon it as 'empty' instead"
+            )
+        for i, message in enumerate(messages):
+            _refuse_empty(message, f"message {i} of turn {turn_id}")
+        return await self._call(
+            SyncStore.commit_turn,
+            turn_id,
+            list(messages),
+            usage=usage,
+            model=model,
+            provider=provider,
+        )
+
+    async def abandon_turn(self, turn_id: int, status: TurnEndState) -> bool:
+        """Close a ``started`` turn as stopped, failed or empty; its reply is never stored.
+
+        Returns whether the status changed: a turn that already finished (committed, or
+        abandoned before) is left as it is, so a late ``/stop`` cannot hide a reply that
+        was committed first.
+        """
+        if status not in TURN_END_STATES:
+            raise ValueError(f"status must be one of {', '.join(TURN_END_STATES)}, not {status!r}")
+        return await self._call(SyncStore.abandon_turn, turn_id, status)
+
+    async def turn_status(self, turn_id: int) -> str | None:
+        """``started``, ``committed``, ``stopped``, ``failed``, ``empty``; None if unknown."""
+        return await self._call(SyncStore.turn_status, turn_id)
+
+    async def append_marker(self, conversation_id: int, text: str) -> bool:
+        """Append an assistant marker after an orphaned user message; returns whether it did.
+
+        Only when the conversation's last stored message is a user message whose turn did
+        not commit — so a second ``/stop`` never double-marks and user/assistant turns keep
+        alternating. A turn still ``started`` at that point is closed as ``stopped`` in the
+        same transaction, so the cancelled run can no longer commit behind the marker.
+        """
+        marker = _refuse_empty(Message.assistant(text), "a stop marker")
+        return await self._call(SyncStore.append_marker, conversation_id, marker)

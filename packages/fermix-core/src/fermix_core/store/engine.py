@@ -1,0 +1,541 @@
+"""The conversation store's SQL, run synchronously on one ``sqlite3`` connection.
+
+Everything here executes on the store's worker thread, one call at a time (the async
+facade in :mod:`fermix_core.store.conversations` guarantees that), so the connection is
+never shared between two threads at once. Each public method is one transaction: either
+all of its rows land or none do. Write transactions start with ``BEGIN IMMEDIATE`` so a
+second process writing the same file waits on ``busy_timeout`` up front instead of
+failing halfway with "database is locked".
+
+This layer trusts its caller to have refused content-less messages already. It serializes
+messages itself — on the worker thread, so a large image is never base64-encoded on the
+event loop — and before opening the transaction, so that work never holds the write lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from fermix_core.messages import Message, Usage
+from fermix_core.store.records import (
+    StoreCorruptError,
+    StoredMessage,
+    StoreError,
+    TurnHandle,
+    TurnStateError,
+)
+from fermix_core.store.schema import ensure_schema, probe_version
+
+__all__ = ["BUSY_TIMEOUT_S", "EncodedMessage", "SyncStore", "connect", "encode"]
+
+log = logging.getLogger("fermix.store")
+
+#: How long a write waits for another process's transaction before giving up.
+BUSY_TIMEOUT_S = 10.0
+
+#: ``(role, body_json, plain_text)``: a message as its row stores it.
+EncodedMessage = tuple[str, str, str]
+
+
+def encode(message: Message) -> EncodedMessage:
+    return message.role, message.model_dump_json(), message.text
+
+
+_SESSION_COUNTER = "session"
+
+# The window: rows anchored at or after the window start, summaries aside, and of turns that
+# did not commit only the user message (and its stop marker).
+_WINDOW_WHERE = """
+    FROM messages m LEFT JOIN turns t ON t.id = m.turn_id
+    WHERE m.conversation_id = ? AND m.anchor_seq >= ? AND m.kind != 'summary'
+      AND (m.turn_id IS NULL OR m.kind = 'marker' OR t.status = 'committed'
+           OR t.user_message_id = m.id)
+    ORDER BY m.anchor_seq, m.seq
+"""
+_SELECT_WINDOW = (
+    "SELECT m.id, m.turn_id, m.seq, m.kind, m.speaker, m.sender_id, m.body, m.created_at"
+    + _WINDOW_WHERE
+)
+_SELECT_WINDOW_POSITIONS = "SELECT m.seq, m.anchor_seq" + _WINDOW_WHERE
+_SELECT_ONE = (
+    "SELECT m.id, m.turn_id, m.seq, m.kind, m.speaker, m.sender_id, m.body, m.created_at "
+    "FROM messages m WHERE m.id = ?"
+)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open *path* for the store: private file, WAL, ``synchronous=NORMAL``, foreign keys.
+
+    The schema version is checked over a read-only connection first, so a database
+    written by a newer Fermix is never switched to WAL or otherwise modified.
+    """
+    probe_version(path)
+    _create_private(path)
+    try:
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"cannot open {path} ({exc}); check that its directory exists and is writable"
+        ) from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(
+                f"{path} could not be switched to WAL journaling (got {mode!r}); keep memory.db "
+                "on a local file system, not a network share"
+            )
+        # WAL + NORMAL: a commit is durable once its frames reach the WAL file, which
+        # survives a crash of this process (even SIGKILL); only an OS crash or power loss
+        # can drop the newest commits, and never corrupts the file.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        ensure_schema(conn, path=path)
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        raise StoreError(
+            f"cannot prepare {path} ({exc}); if another Fermix process holds it, stop that "
+            "one (`fermix stop`) and try again"
+        ) from exc
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StoreCorruptError(
+            f"{path} is not a usable SQLite database ({exc}); move it aside to start with "
+            "empty history, or restore it from a backup"
+        ) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 before SQLite does (it would honour the umask).
+
+    SQLite gives the ``-wal`` and ``-shm`` files the database file's permissions, so this
+    one step keeps every history file private. An existing file keeps its mode.
+    """
+    if path.exists():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create {path} ({exc.strerror or exc}); check that FERMIX_HOME is a "
+            "writable directory"
+        ) from exc
+    os.close(fd)
+
+
+def conversation_key_json(channel: str, chat_id: str, thread_id: str | None) -> str:
+    return json.dumps([channel, chat_id, thread_id], ensure_ascii=False, separators=(",", ":"))
+
+
+class SyncStore:
+    """All SQL of the conversation store; not thread-safe (one caller at a time)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self._parsed = _ParsedCache()
+
+    @classmethod
+    def open(cls, path: Path) -> SyncStore:
+        return cls(connect(path), path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ helpers
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # Also after a failed COMMIT (disk full): never leave the connection mid-transaction.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One snapshot for several SELECTs, so another process's commit cannot split them."""
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def _next_seq(self, conversation_id: int) -> int:
+        row = self.conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?",
+            (conversation_id,),
+        ).fetchone()
+        return int(row[0])
+
+    def _conversation(self, conversation_id: int) -> tuple[int, int | None]:
+        row = self.conn.execute(
+            "SELECT window_start_seq, summary_message_id FROM conversations WHERE id = ?",
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            raise StoreError(
+                f"unknown conversation id {conversation_id}; get ids from conversation_id(key)"
+            )
+        return int(row[0]), row[1]
+
+    # ------------------------------------------------------------------ conversations
+
+    def conversation_id(self, channel: str, chat_id: str, thread_id: str | None) -> int:
+        key = conversation_key_json(channel, chat_id, thread_id)
+        conn = self.conn
+        row = conn.execute("SELECT id FROM conversations WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        now = time.time()
+        conn.execute(
+            "INSERT INTO conversations (key, channel, chat_id, thread_id, window_start_seq, "
+            "summary_message_id, created_at, updated_at) VALUES (?, ?, ?, ?, 0, NULL, ?, ?) "
+            "ON CONFLICT (key) DO NOTHING",
+            (key, channel, chat_id, thread_id, now, now),
+        )
+        row = conn.execute("SELECT id FROM conversations WHERE key = ?", (key,)).fetchone()
+        return int(row[0])
+
+    def load_window(self, conversation_id: int) -> list[StoredMessage]:
+        with self._read() as conn:
+            start, summary_id = self._conversation(conversation_id)
+            rows: list[tuple] = []
+            if summary_id is not None:
+                rows += conn.execute(_SELECT_ONE, (summary_id,)).fetchall()
+            rows += conn.execute(_SELECT_WINDOW, (conversation_id, start)).fetchall()
+        decoded = (_decode(conversation_id, row, self._parsed) for row in rows)
+        return [m for m in decoded if m is not None]
+
+    def clear_window(self, conversation_id: int) -> None:
+        with self._write() as conn:
+            self._conversation(conversation_id)
+            conn.execute(
+                "UPDATE conversations SET window_start_seq = ?, summary_message_id = NULL, "
+                "updated_at = ? WHERE id = ?",
+                (self._next_seq(conversation_id), time.time(), conversation_id),
+            )
+
+    def replace_with_summary(
+        self,
+        conversation_id: int,
+        summary: Message,
+        keep_last: int,
+        covered_through: int | None,
+    ) -> int:
+        role, body, text = encode(summary)
+        with self._write() as conn:
+            start, _ = self._conversation(conversation_id)
+            rows = conn.execute(_SELECT_WINDOW_POSITIONS, (conversation_id, start)).fetchall()
+            seq = self._next_seq(conversation_id)
+            # A cut inside a turn moves back to that turn's user message: the tail never
+            # opens with a tool result whose call left the window, and nothing the caller
+            # did not summarize (it summarizes what precedes the last keep_last) is lost.
+            cut = max(len(rows) - keep_last, 0) if keep_last > 0 else len(rows)
+            new_start = rows[cut][1] if cut < len(rows) else seq
+            if covered_through is not None:
+                # Whatever the summary's author never saw stays verbatim, whole turns at a time.
+                uncovered = [anchor for row_seq, anchor in rows if row_seq > covered_through]
+                if uncovered:
+                    new_start = min(new_start, min(uncovered))
+            now = time.time()
+            cursor = conn.execute(
+                "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, "
+                "speaker, sender_id, body, text, created_at) "
+                "VALUES (?, NULL, ?, ?, 'summary', ?, 'system', NULL, ?, ?, ?)",
+                (conversation_id, seq, seq, role, body, text, now),
+            )
+            summary_id = int(cursor.lastrowid)
+            conn.execute(
+                "UPDATE conversations SET window_start_seq = ?, summary_message_id = ?, "
+                "updated_at = ? WHERE id = ?",
+                (new_start, summary_id, now, conversation_id),
+            )
+        return summary_id
+
+    # ------------------------------------------------------------------ turns
+
+    def begin_turn(
+        self,
+        conversation_id: int,
+        user: Message,
+        *,
+        speaker: str,
+        sender_id: str | None,
+        session_id: str,
+        run_profile: str,
+    ) -> TurnHandle:
+        role, body, text = encode(user)
+        with self._write() as conn:
+            self._conversation(conversation_id)
+            now = time.time()
+            seq = self._next_seq(conversation_id)
+            turn_id = int(
+                conn.execute(
+                    "INSERT INTO turns (conversation_id, user_message_id, status, speaker, "
+                    "sender_id, session_id, run_profile, model, provider, input_tokens, "
+                    "output_tokens, cached_input_tokens, reasoning_tokens, started_at, "
+                    "finished_at) VALUES (?, NULL, 'started', ?, ?, ?, ?, NULL, NULL, "
+                    "0, 0, 0, 0, ?, NULL)",
+                    (conversation_id, speaker, sender_id, session_id, run_profile, now),
+                ).lastrowid
+            )
+            message_id = int(
+                conn.execute(
+                    "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
+                    "role, speaker, sender_id, body, text, created_at) "
+                    "VALUES (?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?)",
+                    (conversation_id, turn_id, seq, seq, role, speaker, sender_id, body, text, now),
+                ).lastrowid
+            )
+            conn.execute("UPDATE turns SET user_message_id = ? WHERE id = ?", (message_id, turn_id))
+            conn.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+            )
+        return TurnHandle(turn_id, conversation_id, message_id)
+
+    def commit_turn(
+        self,
+        turn_id: int,
+        messages: Sequence[Message],
+        *,
+        usage: Usage,
+        model: str | None,
+        provider: str | None,
+    ) -> list[int]:
+        encoded = [encode(m) for m in messages]
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT t.conversation_id, t.status, t.speaker, m.seq FROM turns t "
+                "LEFT JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?",
+                (turn_id,),
+            ).fetchone()
+            if row is None:
+                raise TurnStateError(f"no turn {turn_id}; commit the id begin_turn returned")
+            conversation_id, status, speaker, anchor = row
+            if status != "started":
+                raise TurnStateError(
+                    f"turn {turn_id} is already {status}, so nothing was committed; a stopped "
+                    "or finished turn cannot take a reply"
+                )
+            seq = self._next_seq(conversation_id)
+            now = time.time()
+            ids: list[int] = []
+            for offset, (role, body, text) in enumerate(encoded):
+                cursor = conn.execute(
+                    "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
+                    "role, speaker, sender_id, body, text, created_at) "
+                    "VALUES (?, ?, ?, ?, 'message', ?, ?, NULL, ?, ?, ?)",
+                    (
+                        conversation_id,
+                        turn_id,
+                        seq + offset,
+                        anchor,
+                        role,
+                        speaker,
+                        body,
+                        text,
+                        now,
+                    ),
+                )
+                ids.append(int(cursor.lastrowid))
+            self._after_insert(ids)
+            conn.execute(
+                "UPDATE turns SET status = 'committed', model = ?, provider = ?, "
+                "input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, "
+                "reasoning_tokens = ?, finished_at = ? WHERE id = ?",
+                (
+                    model,
+                    provider,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cached_input_tokens,
+                    usage.reasoning_tokens,
+                    now,
+                    turn_id,
+                ),
+            )
+            conn.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+            )
+        return ids
+
+    def _after_insert(self, ids: list[int]) -> None:
+        """Seam between a commit's inserts and its status flip (fault-injection tests)."""
+
+    def abandon_turn(self, turn_id: int, status: str) -> bool:
+        conn = self.conn
+        changed = conn.execute(
+            "UPDATE turns SET status = ?, finished_at = ? WHERE id = ? AND status = 'started'",
+            (status, time.time(), turn_id),
+        ).rowcount
+        if changed:
+            return True
+        if conn.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+            raise TurnStateError(f"no turn {turn_id}; abandon the id begin_turn returned")
+        return False
+
+    def turn_status(self, turn_id: int) -> str | None:
+        row = self.conn.execute("SELECT status FROM turns WHERE id = ?", (turn_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def append_marker(self, conversation_id: int, marker: Message) -> bool:
+        role, body, text = encode(marker)
+        with self._write() as conn:
+            self._conversation(conversation_id)
+            last = conn.execute(
+                "SELECT m.role, m.turn_id, m.anchor_seq, t.status FROM messages m "
+                "LEFT JOIN turns t ON t.id = m.turn_id "
+                "WHERE m.conversation_id = ? AND m.kind != 'summary' "
+                "ORDER BY m.anchor_seq DESC, m.seq DESC LIMIT 1",
+                (conversation_id,),
+            ).fetchone()
+            if last is None:
+                return False
+            last_role, turn_id, anchor, status = last
+            if last_role != "user" or status == "committed":
+                return False
+            now = time.time()
+            conn.execute(
+                "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, "
+                "speaker, sender_id, body, text, created_at) "
+                "VALUES (?, ?, ?, ?, 'marker', ?, 'system', NULL, ?, ?, ?)",
+                (
+                    conversation_id,
+                    turn_id,
+                    self._next_seq(conversation_id),
+                    anchor,
+                    role,
+                    body,
+                    text,
+                    now,
+                ),
+            )
+            if turn_id is not None:
+                # A marked turn is over: a late commit from the cancelled run must not land.
+                conn.execute(
+                    "UPDATE turns SET status = 'stopped', finished_at = ? "
+                    "WHERE id = ? AND status = 'started'",
+                    (now, turn_id),
+                )
+        return True
+
+    def next_session_number(self) -> int:
+        rows = self.conn.execute(
+            "INSERT INTO counters (name, value) VALUES (?, 1) "
+            "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
+            (_SESSION_COUNTER,),
+        ).fetchall()
+        return int(rows[0][0])
+
+
+_warned_rows: set[tuple[str, int]] = set()
+
+
+class _ParsedCache:
+    """Parsed messages by row id, so each turn does not re-parse the whole window.
+
+    Rows are immutable once written and :class:`Message` is frozen, so a cached parse can
+    never go stale. The cache is bounded by the total size of the cached bodies (images
+    make single rows large), evicting the least recently used first.
+    """
+
+    MAX_CHARS = 16 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[int, tuple[Message, int]] = OrderedDict()
+        self._chars = 0
+
+    def get(self, message_id: int) -> Message | None:
+        item = self._items.get(message_id)
+        if item is None:
+            return None
+        self._items.move_to_end(message_id)
+        return item[0]
+
+    def put(self, message_id: int, message: Message, size: int) -> None:
+        if size > self.MAX_CHARS // 8:
+            return
+        self._items[message_id] = (message, size)
+        self._chars += size
+        while self._chars > self.MAX_CHARS:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self._chars -= dropped
+
+
+def _decode(conversation_id: int, row: tuple, cache: _ParsedCache) -> StoredMessage | None:
+    """Parse one row; a row that is unreadable or content-less is skipped, never replayed."""
+    message_id, turn_id, seq, kind, speaker, sender_id, body, created_at = row
+    message = cache.get(message_id)
+    if message is None:
+        message = _parse(conversation_id, message_id, body)
+        if message is None:
+            return None
+        cache.put(message_id, message, len(body))
+    return StoredMessage(
+        id=message_id,
+        conversation_id=conversation_id,
+        turn_id=turn_id,
+        seq=seq,
+        kind=kind,
+        speaker=speaker,
+        message=message,
+        created_at=created_at,
+        sender_id=sender_id,
+    )
+
+
+def _parse(conversation_id: int, message_id: int, body: str) -> Message | None:
+    try:
+        message = Message.model_validate_json(body)
+    except ValueError as exc:
+        _warn_once(
+            "unreadable",
+            message_id,
+            "skipping history row %s of conversation %s: its body is not a valid message (%s)",
+            message_id,
+            conversation_id,
+            type(exc).__name__,
+        )
+        return None
+    if message.is_empty:
+        _warn_once(
+            "empty",
+            message_id,
+            "skipping content-less history row %s of conversation %s",
+            message_id,
+            conversation_id,
+        )
+        return None
+    return message
+
+
+def _warn_once(reason: str, message_id: int, fmt: str, *args: object) -> None:
+    # Every turn reloads the window; one warning per bad row keeps the log readable.
+    if (reason, message_id) in _warned_rows:
+        return
+    if len(_warned_rows) < 10_000:
+        _warned_rows.add((reason, message_id))
+    log.warning(fmt, *args)

@@ -1,0 +1,102 @@
+"""What the conversation store hands out, and the errors it raises.
+
+Kept apart from the SQLite code so that the turn runner, the CLI and tests can name these
+types without importing anything that touches a database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from fermix_core.messages import Message
+
+__all__ = [
+    "KINDS",
+    "SPEAKERS",
+    "TURN_END_STATES",
+    "EmptyMessageError",
+    "MessageKind",
+    "StoreClosedError",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreSchemaError",
+    "StoredMessage",
+    "StoredSpeaker",
+    "TurnEndState",
+    "TurnHandle",
+    "TurnStateError",
+]
+
+MessageKind = Literal["message", "summary", "marker"]
+StoredSpeaker = Literal["owner", "guest", "job", "system"]
+TurnEndState = Literal["stopped", "failed", "empty"]
+
+KINDS: tuple[str, ...] = get_args(MessageKind)
+SPEAKERS: tuple[str, ...] = get_args(StoredSpeaker)
+TURN_END_STATES: tuple[str, ...] = get_args(TurnEndState)
+
+
+class StoreError(RuntimeError):
+    """The conversation store cannot do what was asked; the message says what to do."""
+
+
+class StoreSchemaError(StoreError):
+    """``memory.db`` was written by a newer Fermix than the one running.
+
+    Opening stops before anything is written, because an older build that "repaired" a
+    newer schema would destroy history the newer build still needs.
+    """
+
+
+class StoreCorruptError(StoreError):
+    """The file at the store's path is not a SQLite database this build can read."""
+
+
+class StoreClosedError(StoreError):
+    """A call arrived after :meth:`ConversationStore.close`."""
+
+
+class TurnStateError(StoreError):
+    """A turn id that does not exist, or a turn that is no longer open.
+
+    Committing a turn that ``/stop`` already abandoned is the case this exists for: the
+    stopped turn must neither deliver nor commit, whichever side of the race wins.
+    """
+
+
+class EmptyMessageError(ValueError):
+    """Refusing a message with no text, no image, no tool call and no tool result.
+
+    Such a message teaches the model nothing and several provider wires reject it, so one
+    stored by accident would break every later turn of its conversation.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One row of a conversation's history as the turn runner replays it.
+
+    ``speaker`` says whose turn the row belongs to: the user message and everything the
+    agent produced answering it share the speaker of that turn, while compaction summaries
+    and stop markers are ``"system"``. ``sender_id`` is set on user messages only.
+    """
+
+    id: int
+    conversation_id: int
+    turn_id: int | None
+    seq: int
+    kind: MessageKind
+    speaker: StoredSpeaker
+    message: Message
+    created_at: float
+    sender_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHandle:
+    """What :meth:`ConversationStore.begin_turn` returns: enough to commit or abandon."""
+
+    turn_id: int
+    conversation_id: int
+    user_message_id: int

@@ -1,0 +1,170 @@
+"""Schema versions and migrations for the conversation store.
+
+The rules:
+
+* The version lives in ``schema_version`` under the component name ``"conversations"``;
+  other components sharing ``memory.db`` keep their own rows there.
+* A fresh database (no row) is created straight from the SQLModel models and stamped with
+  :data:`SCHEMA_VERSION`. Older databases run every migration after their version, in
+  order. Either way the work happens in one ``BEGIN IMMEDIATE`` transaction, so a crash
+  or a failing step leaves the file exactly as it was.
+* A change to the tables bumps :data:`SCHEMA_VERSION`, edits the models (so fresh
+  databases get the new shape) and adds ``MIGRATIONS[new_version]``, a function that
+  upgrades a database of the previous version in place.
+* A database stamped newer than this build is never written to: the version is read over a
+  read-only connection before the store opens its own, and :class:`StoreSchemaError` tells
+  the operator to upgrade Fermix.
+
+SQLAlchemy (through the models) is imported only when a database has to be created; a
+database already at the current version opens with the standard library alone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from urllib.parse import quote
+
+from fermix_core.store.records import StoreCorruptError, StoreError, StoreSchemaError
+
+__all__ = [
+    "COMPONENT",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Migration",
+    "create_current_schema",
+    "ensure_schema",
+    "probe_version",
+    "read_version",
+]
+
+COMPONENT = "conversations"
+SCHEMA_VERSION = 1
+
+#: Upgrades a database from ``version - 1`` to ``version``, inside the caller's transaction.
+Migration = Callable[[sqlite3.Connection], None]
+
+#: ``{target_version: step}``. Version 1 is the baseline and has no step: a database with
+#: no version is created from the models instead.
+MIGRATIONS: dict[int, Migration] = {}
+
+
+def probe_version(path: Path) -> int | None:
+    """The store's schema version in the file at *path*, without writing anything.
+
+    ``None`` when there is no file yet, ``0`` when the file has no version for this
+    component (fresh or foreign database). Raises :class:`StoreSchemaError` for a newer
+    database and :class:`StoreCorruptError` for a file SQLite cannot read.
+    """
+    if not path.exists():
+        return None
+    uri = f"file:{quote(str(path))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"cannot open {path} to read its schema version ({exc}); check that the file and "
+            "its directory are readable by you"
+        ) from exc
+    try:
+        version = read_version(conn, path=path)
+    finally:
+        conn.close()
+    check_not_newer(version, path)
+    return version
+
+
+def read_version(conn: sqlite3.Connection, *, path: Path | str = "memory.db") -> int:
+    """This component's version as recorded in *conn*'s database; 0 when absent."""
+    try:
+        table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+        if table is None:
+            return 0
+        row = conn.execute(
+            "SELECT version FROM schema_version WHERE component = ?", (COMPONENT,)
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        raise StoreError(
+            f"cannot read the schema version of {path} ({exc}); if another Fermix process "
+            "holds it locked, stop that one (`fermix stop`); otherwise check the file's "
+            "permissions"
+        ) from exc
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorruptError(
+            f"{path} is not a SQLite database Fermix can read ({exc}); move it aside to start "
+            "with empty history, or restore it from a backup"
+        ) from exc
+    return int(row[0]) if row is not None else 0
+
+
+def check_not_newer(version: int, path: Path | str, current: int = SCHEMA_VERSION) -> None:
+    if version > current:
+        raise StoreSchemaError(
+            f"{path} has conversation schema version {version}, but this Fermix only knows "
+            f"versions up to {current}; upgrade fermix to a release that knows version "
+            f"{version} (the file was left untouched)"
+        )
+
+
+def ensure_schema(
+    conn: sqlite3.Connection,
+    *,
+    path: Path | str = "memory.db",
+    current: int = SCHEMA_VERSION,
+    migrations: Mapping[int, Migration] = MIGRATIONS,
+    create: Migration | None = None,
+) -> tuple[int, int]:
+    """Bring *conn*'s database to *current*; returns ``(found, now)``.
+
+    *conn* must be in autocommit mode (``isolation_level=None``); this function owns the
+    transaction. The parameters after *conn* exist so tests can run the same procedure
+    with their own migration list.
+    """
+    found = read_version(conn, path=path)
+    check_not_newer(found, path, current)
+    if found == current:
+        return found, found
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have migrated between the read above and the lock.
+        found = read_version(conn, path=path)
+        check_not_newer(found, path, current)
+        if found < current:
+            if found == 0:
+                (create or create_current_schema)(conn)
+            else:
+                for version in range(found + 1, current + 1):
+                    step = migrations.get(version)
+                    if step is None:
+                        raise StoreError(
+                            f"no migration from conversation schema {version - 1} to {version}; "
+                            "this build is broken, reinstall fermix"
+                        )
+                    step(conn)
+            conn.execute(
+                "INSERT INTO schema_version (component, version) VALUES (?, ?) "
+                "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                (COMPONENT, current),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found, current
+
+
+def create_current_schema(conn: sqlite3.Connection) -> None:
+    """Create every table of the models (those already present are left alone)."""
+    from sqlalchemy.dialects import sqlite as sqlite_dialect
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    from fermix_core.store.models import store_registry
+
+    dialect = sqlite_dialect.dialect()
+    for table in store_registry.metadata.sorted_tables:
+        conn.execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+        for index in sorted(table.indexes, key=lambda ix: ix.name or ""):
+            conn.execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))

@@ -1,0 +1,449 @@
+"""Local JSONL traces: ``$FERMIX_HOME/traces/YYYY-MM-DD/<type>.jsonl``.
+
+A trace is the one place to look when debugging a turn, so every model call, tool run,
+agent event, channel message, error and sandbox decision can be written here. Two rules
+shape this module:
+
+* **Best-effort.** A trace write that fails (disk full, a file where the directory should
+  be) is logged once per kind of failure and dropped; it never raises into a turn.
+* **Body-free unless asked.** With content capture off (the default) a record keeps
+  names, ids, counts, sizes and durations only: a *content field* (see
+  :data:`CONTENT_FIELDS`, or any value wrapped in :class:`Body`) is replaced by its size,
+  and other strings are capped at :data:`MAX_FIELD_CHARS`. ``FERMIX_TRACE_CONTENT=1`` (or
+  ``FERMIX_OPIK_ENABLED=1`` without ``FERMIX_TRACE_CONTENT=0``) turns capture on, and then
+  bodies are written whole — no truncation at all, because a trace that cut the one line
+  that mattered would be useless.
+
+Each record is one line written with a single ``write(2)`` on an ``O_APPEND`` descriptor
+under a lock, so concurrent writers (threads, or the CLI and the daemon) never interleave
+within a line. That write is synchronous: a few hundred bytes land in the page cache in
+microseconds and nothing is fsynced, so callers on the event loop do not offload it. The
+date in the path is the UTC date of the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import enum
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path, PurePath
+from types import TracebackType
+from typing import Any
+
+from fermix_core.home import FermixHome
+
+__all__ = [
+    "CONTENT_ENV",
+    "CONTENT_FIELDS",
+    "MAX_FIELD_CHARS",
+    "OPIK_ENV",
+    "TRACE_TYPES",
+    "Body",
+    "Span",
+    "Tracer",
+    "content_capture_from_env",
+    "cron_session_id",
+    "main_session_id",
+    "subagent_session_id",
+]
+
+log = logging.getLogger("fermix.traces")
+
+TRACE_TYPES: tuple[str, ...] = (
+    "llm_call",
+    "tool_exec",
+    "agent_event",
+    "channel_msg",
+    "error",
+    "sandbox_event",
+)
+
+CONTENT_ENV = "FERMIX_TRACE_CONTENT"
+OPIK_ENV = "FERMIX_OPIK_ENABLED"
+
+#: Field names whose values are bodies: message text, prompts, tool arguments and results.
+CONTENT_FIELDS = frozenset(
+    {
+        "arguments",
+        "body",
+        "content",
+        "details",
+        "input",
+        "messages",
+        "output",
+        "prompt",
+        "request",
+        "response",
+        "result",
+        "system_prompt",
+        "text",
+    }
+)
+
+#: With capture off, a non-content string longer than this is cut.
+MAX_FIELD_CHARS = 256
+_MAX_ITEMS = 32
+_MAX_DEPTH = 4
+_MAX_ERROR_CHARS = 500
+
+_current_span: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "fermix_trace_span", default=None
+)
+
+
+# --------------------------------------------------------------------------- session ids
+
+
+def main_session_id(number: int) -> str:
+    """``main-<n>``: a main-agent session (``n`` from ``ConversationStore.next_session_number``)."""
+    return f"main-{number}"
+
+
+def subagent_session_id() -> str:
+    """A random hex id; record ``parent_session_id`` alongside it to link the parent."""
+    return secrets.token_hex(8)
+
+
+def cron_session_id(job: str, ts: float | None = None) -> str:
+    """``cron_<job>_<unix seconds>`` for one scheduled-job run."""
+    return f"cron_{job}_{int(time.time() if ts is None else ts)}"
+
+
+def content_capture_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether bodies are captured, from ``FERMIX_TRACE_CONTENT`` / ``FERMIX_OPIK_ENABLED``."""
+    env = os.environ if environ is None else environ
+    explicit = env.get(CONTENT_ENV, "").strip().lower()
+    if explicit in {"1", "true", "yes", "on"}:
+        return True
+    if explicit in {"0", "false", "no", "off"}:
+        return False
+    return env.get(OPIK_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Body:
+    """Marks a value as content whatever its field is called (``query=Body(q)``)."""
+
+    value: Any
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready form of *value* without any bounding (pydantic, dataclasses, paths)."""
+    if isinstance(value, Body):
+        return _plain(value.value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        try:
+            return value.model_dump(mode="json")
+        except Exception:  # a model that cannot dump still gets a line
+            return repr(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return {"bytes": len(value)}
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, BaseException):
+        return _error_fields(value, bounded=False)
+    return repr(value)
+
+
+def _size(value: Any) -> dict[str, Any]:
+    """What a body is replaced with when capture is off: its shape, never its text."""
+    if isinstance(value, Body):
+        value = value.value
+    shape: dict[str, Any] = {"omitted": True}
+    if isinstance(value, list | tuple):
+        shape["items"] = len(value)
+    shape["chars"] = _measure(value)
+    return shape
+
+
+def _measure(value: Any, depth: int = 0) -> int:
+    """Characters of text (and bytes of binary) in *value*, without serializing it.
+
+    Walking instead of ``json.dumps`` matters: a history carrying a photo would otherwise be
+    base64-encoded and dumped on every model call just to be counted.
+    """
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if value is None or isinstance(value, bool | int | float) or depth > 32:
+        return 0
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        try:
+            return _measure(value.model_dump(), depth + 1)
+        except Exception:
+            return len(repr(value))
+    if isinstance(value, Mapping):
+        return sum(_measure(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return sum(_measure(v, depth + 1) for v in value)
+    return len(str(value))
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """Cap strings, containers and depth of a non-content value."""
+    if isinstance(value, Body):
+        return _size(value.value)
+    if isinstance(value, str):
+        if len(value) > MAX_FIELD_CHARS:
+            return f"{value[:MAX_FIELD_CHARS]}…[+{len(value) - MAX_FIELD_CHARS} chars]"
+        return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, BaseException):
+        return _error_fields(value, bounded=True)
+    if depth >= _MAX_DEPTH:
+        return _size(value)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for i, (k, v) in enumerate(value.items()):
+            if i >= _MAX_ITEMS:
+                out["…"] = f"+{len(value) - _MAX_ITEMS} keys"
+                break
+            key = str(k)
+            out[key] = _size(v) if key in CONTENT_FIELDS else _bounded(v, depth + 1)
+        return out
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+        out_list = [_bounded(v, depth + 1) for v in items[:_MAX_ITEMS]]
+        if len(items) > _MAX_ITEMS:
+            out_list.append(f"…+{len(items) - _MAX_ITEMS} items")
+        return out_list
+    plain = _plain(value)
+    if plain is value or isinstance(plain, str):
+        return _bounded(str(plain), depth + 1)
+    return _bounded(plain, depth + 1)
+
+
+def _error_fields(exc: BaseException, *, bounded: bool) -> dict[str, Any]:
+    message = str(exc)
+    if bounded and len(message) > _MAX_ERROR_CHARS:
+        message = f"{message[:_MAX_ERROR_CHARS]}…"
+    fields: dict[str, Any] = {"type": type(exc).__name__, "message": message}
+    kind = getattr(exc, "kind", None)
+    if kind is not None:
+        fields["kind"] = str(getattr(kind, "value", kind))
+    return fields
+
+
+# --------------------------------------------------------------------------- tracer
+
+
+class Tracer:
+    """Writes trace records for one ``FERMIX_HOME``; safe to share across tasks and threads.
+
+    *capture_content* ``None`` reads the environment once, here (see
+    :func:`content_capture_from_env`).
+    """
+
+    def __init__(
+        self,
+        home: FermixHome | Path | str,
+        *,
+        capture_content: bool | None = None,
+    ) -> None:
+        self.home = home if isinstance(home, FermixHome) else FermixHome(Path(home))
+        self.capture_content = (
+            content_capture_from_env() if capture_content is None else capture_content
+        )
+        self._lock = threading.Lock()
+        self._fds: dict[tuple[str, str], int] = {}
+        self._failures: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------------ writing
+
+    def record(self, type: str, *, session_id: str | None = None, **fields: Any) -> None:
+        """Append one record of *type*; never raises."""
+        try:
+            now = time.time()
+            line = self._line(type, now, session_id, fields)
+            self._append(type, now, line)
+        except Exception as exc:
+            self._failed(type, exc)
+
+    def span(self, type: str, name: str, *, session_id: str | None = None, **fields: Any) -> Span:
+        """A ``with``/``async with`` block recorded as one *type* record when it ends.
+
+        The record carries ``name`` (for ``tool_exec`` spans: exactly the tool's name),
+        ``duration_ms``, ``status`` (``ok``, ``error`` or ``cancelled``), the exception's
+        type and message on failure, and ``span_id``/``parent_span_id`` so nested spans
+        reassemble into a tree. Exceptions always propagate.
+        """
+        return Span(self, type, name, session_id, fields)
+
+    def error(self, exc: BaseException, *, session_id: str | None = None, **fields: Any) -> None:
+        """Record *exc* under the ``error`` type."""
+        self.record("error", session_id=session_id, error=exc, **fields)
+
+    def close(self) -> None:
+        """Close cached file descriptors; the tracer reopens them if used again."""
+        with self._lock:
+            fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> Tracer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _line(
+        self, trace_type: str, now: float, session_id: str | None, fields: Mapping[str, Any]
+    ) -> bytes:
+        if trace_type not in TRACE_TYPES:
+            known = ", ".join(TRACE_TYPES)
+            raise ValueError(f"unknown trace type {trace_type!r}; use one of {known}")
+        stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+        record: dict[str, Any] = {"ts": stamp.replace("+00:00", "Z"), "type": trace_type}
+        if session_id is not None:
+            record["session_id"] = session_id
+        capture = self.capture_content
+        for key, value in fields.items():
+            if key in record:
+                key = f"field_{key}"
+            content = key in CONTENT_FIELDS or isinstance(value, Body)
+            if capture:
+                record[key] = _plain(value)
+            elif content:
+                record[key] = _size(value)
+            else:
+                record[key] = _bounded(value)
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=repr)
+        return (text + "\n").encode("utf-8", "replace")
+
+    def _append(self, trace_type: str, now: float, line: bytes) -> None:
+        day = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+        with self._lock:
+            fd = self._fds.get((day, trace_type))
+            if fd is None:
+                fd = self._open(day, trace_type)
+            view = memoryview(line)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+
+    def _open(self, day: str, trace_type: str) -> int:
+        # Called with the lock held. Descriptors of earlier days are closed on rollover.
+        for key in [k for k in self._fds if k[0] != day]:
+            with contextlib.suppress(OSError):
+                os.close(self._fds.pop(key))
+        directory = self.home.ensure_dir(f"traces/{day}")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(directory / f"{trace_type}.jsonl", flags, 0o600)
+        self._fds[(day, trace_type)] = fd
+        return fd
+
+    def _failed(self, trace_type: str, exc: BaseException) -> None:
+        kind = (str(trace_type), exc.__class__.__name__)
+        with self._lock:
+            first = kind not in self._failures
+            self._failures.add(kind)
+        if first:
+            log.warning(
+                "trace write for %r failed (%s: %s); further failures of this kind are not logged",
+                trace_type,
+                exc.__class__.__name__,
+                exc,
+            )
+
+
+class Span:
+    """One timed unit of work; use :meth:`Tracer.span` to make one."""
+
+    def __init__(
+        self,
+        tracer: Tracer,
+        type: str,
+        name: str,
+        session_id: str | None,
+        fields: dict[str, Any],
+    ) -> None:
+        self.tracer = tracer
+        self.type = type
+        self.name = name
+        self.session_id = session_id
+        self.fields = dict(fields)
+        self.span_id = secrets.token_hex(8)
+        self.parent_span_id: str | None = None
+        self._started = 0.0
+        self._started_wall = 0.0
+        self._token: contextvars.Token[str | None] | None = None
+
+    def set(self, **fields: Any) -> None:
+        """Add fields learnt while the span runs (tokens used, result size, output)."""
+        self.fields.update(fields)
+
+    def __enter__(self) -> Span:
+        self.parent_span_id = _current_span.get()
+        self._token = _current_span.set(self.span_id)
+        self._started_wall = time.time()
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        duration_ms = (time.perf_counter() - self._started) * 1000.0
+        if self._token is not None:
+            try:
+                _current_span.reset(self._token)
+            except ValueError:  # exited in another context; the next span still parents right
+                _current_span.set(self.parent_span_id)
+            self._token = None
+        payload = dict(self.fields)
+        payload.pop("session_id", None)
+        payload.update(
+            name=self.name,
+            span_id=self.span_id,
+            parent_span_id=self.parent_span_id,
+            started_at=round(self._started_wall, 3),
+            duration_ms=round(duration_ms, 3),
+            status="ok",
+        )
+        if exc is not None:
+            payload["status"] = "error" if isinstance(exc, Exception) else "cancelled"
+            payload["error"] = exc
+        self.tracer.record(self.type, session_id=self.session_id, **payload)
+        return False
+
+    async def __aenter__(self) -> Span:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        return self.__exit__(exc_type, exc, tb)

@@ -1,0 +1,386 @@
+"""The turn runner: one queued message in, one delivered and committed reply out.
+
+Order of a turn (the spec's): load history → persist the user message → agent loop →
+deliver → commit → post-reply work. Post-reply work (memory review, auto-compaction) runs
+in a supervised background task whose failure is logged and never touches the delivered
+reply. A stopped turn (``/stop``) is cancelled before delivery, so it neither delivers nor
+commits; its user message stays in history followed by a short "context only" marker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from fermix_core.channel import ConversationKey, OutboundMessage
+from fermix_core.messages import ImagePart, Message, TextPart, Usage
+from fermix_core.provider import ChatRequest, ProviderError
+from fermix_core.tool import ToolContext, Trust
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fermix_core.agent import CapabilityRegistry, LoopResult, ModelCaller
+    from fermix_core.gateway import TurnJob
+    from fermix_core.prompt import PromptComposer
+    from fermix_core.store import ConversationStore
+
+log = logging.getLogger("fermix.turns")
+
+STOP_MARKER = "(stopped before I finished — the request above is kept as context only)"
+INTERNAL_ERROR = (
+    "Something went wrong on my side and I could not finish; the details are in the log."
+)
+NO_PROVIDER = "No provider is configured — run `fermix setup` to choose one."
+MAX_BACKGROUND = 8
+RECENT_BACKGROUND = 20
+#: Messages kept verbatim after a compaction summary.
+COMPACTION_KEEP = 6
+SUMMARY_PROMPT = (
+    "Summarize the conversation so far for your own future reference: the user's goals, "
+    "decisions made, facts established, open questions and anything promised. Be concise "
+    "and factual; write it as notes, not as a reply to the user."
+)
+
+
+@dataclass
+class TurnOutcome:
+    """What a finished turn produced; the CLI's ``--json`` prints this."""
+
+    text: str
+    conversation_key: ConversationKey
+    session_id: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+    provider: str | None = None
+    status: str = "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reply": self.text,
+            "session": self.conversation_key.chat_id,
+            "conversation_key": list(self.conversation_key),
+            "session_id": self.session_id,
+            "tool_calls": self.tool_calls,
+            "usage": self.usage,
+            "model": self.model,
+            "provider": self.provider,
+            "status": self.status,
+        }
+
+
+@dataclass
+class BackgroundTask:
+    id: str
+    key: ConversationKey
+    prompt: str
+    started: float
+    status: str = "running"
+    finished: float | None = None
+    scope: anyio.CancelScope | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "prompt": self.prompt[:80],
+            "status": self.status,
+            "started": self.started,
+            "finished": self.finished,
+        }
+
+
+class TurnRunner:
+    """Implements the gateway's ``TurnExecutor`` and ``CommandServices`` contracts."""
+
+    def __init__(
+        self,
+        *,
+        store: ConversationStore,
+        capabilities: CapabilityRegistry,
+        composer: PromptComposer,
+        caller: ModelCaller | None,
+        home: Any,
+        config: Any,
+        emit: Callable[..., Any],
+        tracer: Any = None,
+        context_window: Callable[[str | None], int | None] = lambda model: None,
+    ) -> None:
+        self.store = store
+        self.capabilities = capabilities
+        self.composer = composer
+        self.caller = caller
+        self.home = home
+        self.config = config
+        self.emit = emit
+        self.tracer = tracer
+        self.context_window = context_window
+        self.queue: Any = None  # set by the service once the queue exists
+        self.task_group: Any = None  # the service's task group, for post-reply and background work
+        self._handles: dict[int, Any] = {}
+        self._background: dict[str, BackgroundTask] = {}
+        self._recent: dict[ConversationKey, deque[BackgroundTask]] = {}
+        self._bg_counter = 0
+
+    # ------------------------------------------------------------------ TurnExecutor
+
+    async def run_turn(self, job: TurnJob) -> None:
+        try:
+            job.result = await self._run(job)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            log.exception("turn failed in conversation %s", job.message.conversation_key)
+            job.result = TurnOutcome(
+                INTERNAL_ERROR, job.message.conversation_key, "", status="error"
+            )
+            with contextlib.suppress(Exception):
+                await self._send(job, INTERNAL_ERROR)
+        finally:
+            job.done.set()
+
+    async def on_stopped(self, job: TurnJob) -> None:
+        """The queue cancelled *job*: close its turn and mark the orphaned request."""
+        handle = self._handles.pop(id(job), None)
+        with anyio.CancelScope(shield=True):
+            if handle is not None:
+                await self.store.abandon_turn(handle.turn_id, "stopped")
+                await self.store.append_marker(handle.conversation_id, STOP_MARKER)
+            job.result = None
+            job.done.set()
+
+    async def _run(self, job: TurnJob) -> TurnOutcome:
+        message = job.message
+        key = message.conversation_key
+        if self.caller is None:
+            await self._send(job, NO_PROVIDER)
+            return TurnOutcome(NO_PROVIDER, key, "", status="no_provider")
+        conversation_id = await self.store.conversation_id(key)
+        window = await self.store.load_window(conversation_id)
+        history = [stored.message for stored in window]
+        user = user_message(message)
+        session_id = f"main-{await self.store.next_session_number()}"
+        speaker = "owner" if job.trust is Trust.OPERATOR else "guest"
+        if self._too_long([*history, user]):
+            await self._compact(conversation_id, history)
+            history = [stored.message for stored in await self.store.load_window(conversation_id)]
+        handle = await self.store.begin_turn(
+            conversation_id,
+            user,
+            speaker=speaker,
+            sender_id=message.sender_id,
+            session_id=session_id,
+            run_profile=job.run_profile,
+        )
+        self._handles[id(job)] = handle
+        try:
+            outcome = await self._loop(job, handle, history, user, session_id)
+        except anyio.get_cancelled_exc_class():
+            raise  # /stop: on_stopped() closes the turn with the handle still registered
+        except BaseException:
+            self._handles.pop(id(job), None)
+            with anyio.CancelScope(shield=True):
+                await self.store.abandon_turn(handle.turn_id, "failed")
+            raise
+        self._handles.pop(id(job), None)
+        return outcome
+
+    async def _loop(
+        self, job: TurnJob, handle: Any, history: list[Message], user: Message, session_id: str
+    ) -> TurnOutcome:
+        from fermix_core.agent import AgentLoop
+        from fermix_core.routing.messages import user_message as friendly
+
+        message = job.message
+        key = message.conversation_key
+        snapshot = self.capabilities.snapshot(job.trust, reactions=job.reply.features.reactions)
+        system = self.composer.system_prompt(
+            capabilities_catalog=snapshot.catalog(),
+            plugins_section=snapshot.plugins_section(),
+            skills_section="",
+            memory_context=None,
+            trust=job.trust,
+            today=datetime.now(UTC).date(),
+            timezone=self.config.core.fermix_core.agent.timezone,
+        )
+        ctx = ToolContext(
+            trust=job.trust,
+            cwd=job.cwd or self.home.workspace,
+            home=self.home,
+            conversation_key=key,
+            session_id=session_id,
+            attended=not job.background,
+            capabilities=dict(snapshot.specs),
+        )
+        loop = AgentLoop(self.caller, snapshot, emit=self.emit, tracer=self.tracer)
+        try:
+            result: LoopResult = await loop.run([Message.system(system), *history, user], ctx)
+        except ProviderError as exc:
+            text = friendly(exc)
+            await self.store.abandon_turn(handle.turn_id, "failed")
+            await self._send(job, text)
+            return TurnOutcome(text, key, session_id, status="error", provider=exc.provider)
+        outcome = TurnOutcome(
+            result.text,
+            key,
+            session_id,
+            tool_calls=[
+                {"name": c.name, "ok": c.ok, **({"error": c.error} if c.error else {})}
+                for c in result.tool_calls
+            ],
+            usage=result.usage.model_dump(),
+            model=result.model,
+            provider=result.provider,
+        )
+        if result.empty:
+            # An empty completion is answered honestly and never committed.
+            await self.store.abandon_turn(handle.turn_id, "empty")
+            await self._send(job, result.text)
+            outcome.status = "empty"
+            return outcome
+        await self._send(job, result.text)
+        with anyio.CancelScope(shield=True):  # delivered: the commit must not be torn
+            await self.store.commit_turn(
+                handle.turn_id,
+                result.messages,
+                usage=result.usage,
+                model=result.model,
+                provider=result.provider,
+            )
+        self._after_reply(handle.conversation_id, result.usage, result.model)
+        return outcome
+
+    async def _send(self, job: TurnJob, text: str) -> None:
+        if not text:
+            return
+        message = job.message
+        await job.reply.send(
+            OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
+        )
+
+    # ------------------------------------------------------------------ post-reply work
+
+    def _after_reply(self, conversation_id: int, usage: Usage, model: str | None) -> None:
+        if self.task_group is None:
+            return
+        self.task_group.start_soon(self._post_reply, conversation_id, usage, model)
+
+    async def _post_reply(self, conversation_id: int, usage: Usage, model: str | None) -> None:
+        """Supervised: nothing here can fail a reply that was already delivered."""
+        try:
+            settings = self.config.core.fermix_core.compaction
+            window = self.context_window(model)
+            if settings.enabled and window and usage.input_tokens >= settings.threshold * window:
+                history = [s.message for s in await self.store.load_window(conversation_id)]
+                await self._compact(conversation_id, history)
+        except Exception:
+            log.exception("post-reply work failed for conversation %s", conversation_id)
+
+    def _too_long(self, messages: list[Message]) -> bool:
+        window = self.context_window(None)
+        if not window:
+            return False
+        return estimate_tokens(messages) > window
+
+    async def _compact(self, conversation_id: int, history: list[Message]) -> str:
+        if self.caller is None or len(history) <= COMPACTION_KEEP:
+            return ""
+        older = history[:-COMPACTION_KEEP] if len(history) > COMPACTION_KEEP else history
+        request = ChatRequest(
+            messages=[Message.system(SUMMARY_PROMPT), *older, Message.user(SUMMARY_PROMPT)]
+        )
+        turn, _route = await self.caller.initial(request)
+        summary = turn.content.strip()
+        if not summary:
+            return ""
+        await self.store.replace_with_summary(conversation_id, summary, keep_last=COMPACTION_KEEP)
+        self.emit("compaction.done", conversation_id=conversation_id, kept=COMPACTION_KEEP)
+        return summary
+
+    # ------------------------------------------------------------------ CommandServices
+
+    async def clear_conversation(self, key: ConversationKey) -> None:
+        await self.store.clear_window(await self.store.conversation_id(key))
+
+    async def compact_conversation(self, key: ConversationKey) -> str:
+        conversation_id = await self.store.conversation_id(key)
+        history = [s.message for s in await self.store.load_window(conversation_id)]
+        if len(history) <= COMPACTION_KEEP:
+            return "Nothing to compact yet — the conversation is still short."
+        summary = await self._compact(conversation_id, history)
+        return (
+            "Compacted: older messages are now a summary."
+            if summary
+            else "Compaction produced no summary."
+        )
+
+    async def start_background(self, job: TurnJob) -> str | None:
+        running = [t for t in self._background.values() if t.status == "running"]
+        if len(running) >= MAX_BACKGROUND or self.task_group is None:
+            return None
+        self._bg_counter += 1
+        task = BackgroundTask(
+            f"bg{self._bg_counter}",
+            job.message.conversation_key,
+            job.message.text or "",
+            time.time(),
+        )
+        self._background[task.id] = task
+        self._recent.setdefault(task.key, deque(maxlen=RECENT_BACKGROUND)).append(task)
+        job.background = True
+        self.task_group.start_soon(self._run_background, task, job)
+        return task.id
+
+    async def _run_background(self, task: BackgroundTask, job: TurnJob) -> None:
+        with anyio.CancelScope() as scope:
+            task.scope = scope
+            try:
+                await self.run_turn(job)
+                task.status = "done"
+            except Exception:
+                log.exception("background task %s failed", task.id)
+                task.status = "failed"
+        if scope.cancel_called:
+            task.status = "stopped"
+        task.finished = time.time()
+        self._background.pop(task.id, None)
+
+    def background_tasks(self, key: ConversationKey) -> list[dict]:
+        return [t.as_dict() for t in self._recent.get(key, ())]
+
+    async def stop_conversation(self, key: ConversationKey) -> Any:
+        for task in list(self._background.values()):
+            if task.key == key and task.scope is not None:
+                task.scope.cancel()
+        return await self.queue.stop(key)
+
+    async def submit_turn(self, job: TurnJob) -> None:
+        await self.queue.submit(job)
+
+
+def user_message(message: Any) -> Message:
+    """The stored/sent form of an inbound message: its text and any images."""
+    parts: list[Any] = []
+    if message.text:
+        parts.append(TextPart(text=message.text))
+    for attachment in message.attachments:
+        if str(attachment.kind) == "image":
+            data = (
+                attachment.data
+                if attachment.data is not None
+                else Path(attachment.path).read_bytes()
+            )
+            parts.append(ImagePart(media_type=attachment.mime_type or "image/png", data=data))
+    return Message.user(*parts)
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    """A cheap upper-ish estimate (4 characters per token) for the pre-call overflow check."""
+    return sum(len(m.text) for m in messages) // 4 + 4 * len(messages)

@@ -1,0 +1,65 @@
+"""Reply ports over channel adapters."""
+
+from __future__ import annotations
+
+import pytest
+from fermix_core.channel import ChannelError, InboundMessage
+from fermix_core.gateway.reply import ChannelReplyPort, features_of, reply_text, try_reply_text
+from fermix_core.gateway.types import ChannelFeatures, ReplyPort
+from fermix_core.testing import MemoryChannel
+
+pytestmark = pytest.mark.anyio
+
+
+async def _running(channel: MemoryChannel) -> MemoryChannel:
+    async def deliver(message: InboundMessage) -> None:
+        return None
+
+    await channel.start(deliver)
+    return channel
+
+
+def test_features_follow_the_adapter_flags() -> None:
+    full = features_of(MemoryChannel(), reactions=["👍", "❤"])
+    assert full == ChannelFeatures(
+        local=False, reactions=("👍", "❤"), draft=True, edit=True, delete=True
+    )
+    any_emoji = features_of(MemoryChannel())
+    assert any_emoji.reactions == ()
+    bare = features_of(
+        MemoryChannel(supports_edit=False, supports_delete=False, supports_reactions=False),
+        reactions=["👍"],
+        draft=True,
+        local=True,
+        slash_commands=False,
+    )
+    # A channel that cannot edit cannot draft, whatever the caller asked for.
+    assert bare == ChannelFeatures(
+        local=True, reactions=None, draft=False, edit=False, delete=False, slash_commands=False
+    )
+
+
+async def test_channel_reply_port_sends_into_the_inbound_chat_and_thread() -> None:
+    channel = await _running(MemoryChannel("slack"))
+    port = ChannelReplyPort(channel)
+    assert isinstance(port, ReplyPort)
+    inbound = InboundMessage(
+        channel="slack", chat_id="C1", thread_id="171.5", sender_id="U1", message_id="m9"
+    )
+    sent = await reply_text(port, inbound, "hello")
+    (out,) = channel.sent
+    assert (out.chat_id, out.thread_id, out.reply_to, out.text) == ("C1", "171.5", "m9", "hello")
+    assert channel.visible("C1") == ["hello"]
+    assert sent.message_id in channel.posted
+
+
+async def test_try_reply_text_swallows_platform_refusals() -> None:
+    channel = await _running(MemoryChannel())
+    port = ChannelReplyPort(channel)
+    inbound = InboundMessage(channel="memory", chat_id="c", sender_id="s", text="x")
+    channel.fail_next(ChannelError("bot was blocked by the user"))
+    assert await try_reply_text(port, inbound, "hi") is False
+    assert await try_reply_text(port, inbound, "hi again") is True
+    assert channel.texts == ["hi again"]
+    with pytest.raises(ValueError, match="needs text"):
+        await reply_text(port, inbound, "  ")

@@ -1,0 +1,150 @@
+"""A real process committing turns, killed with SIGKILL in the middle of a commit.
+
+The child pauses inside the commit transaction (after the reply rows are inserted, before
+``COMMIT``) by blocking on its standard input, and says so on standard output; the parent
+kills it on that line. No sleeps: every step waits on a line the child printed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from fermix_core.channel import ConversationKey
+from fermix_core.store import ConversationStore
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
+
+TURNS = 12
+
+CHILD = r"""
+import sys
+from pathlib import Path
+
+import anyio
+from fermix_core.channel import ConversationKey
+from fermix_core.messages import Message, ToolCall, ToolResult, Usage
+from fermix_core.store import ConversationStore
+
+
+async def main() -> None:
+    store = await ConversationStore.open(Path(sys.argv[1]))
+    cid = await store.conversation_id(ConversationKey("cli", "durable"))
+    for i in range(int(sys.argv[2])):
+        handle = await store.begin_turn(
+            cid, Message.user(f"q{i}"), speaker="owner", sender_id="me", session_id="main-1"
+        )
+        produced = [
+            Message.assistant(tool_calls=[ToolCall(id=f"c{i}", name="echo")]),
+            Message.tool(ToolResult(call_id=f"c{i}", name="echo", content=f"r{i}")),
+            Message.assistant(f"a{i}"),
+        ]
+        await store.commit_turn(handle.turn_id, produced, usage=Usage(), model="m", provider="p")
+        print(f"COMMITTED {handle.turn_id}", flush=True)
+    handle = await store.begin_turn(
+        cid, Message.user("doomed"), speaker="owner", sender_id="me", session_id="main-1"
+    )
+    print(f"BEGUN {handle.turn_id}", flush=True)
+
+    def stall(ids: list[int]) -> None:
+        print(f"INSIDE {len(ids)}", flush=True)
+        sys.stdin.read()  # the parent never writes: we are killed here
+
+    store._sync._after_insert = stall
+    await store.commit_turn(
+        handle.turn_id,
+        [Message.assistant(f"never {n}") for n in range(5)],
+        usage=Usage(),
+        model="m",
+        provider="p",
+    )
+    print("UNREACHABLE", flush=True)
+
+
+anyio.run(main)
+"""
+
+
+def test_sigkill_mid_commit_loses_nothing_committed(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(db), str(TURNS)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    committed: list[int] = []
+    doomed = None
+    inside = None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            word, _, value = line.strip().partition(" ")
+            if word == "COMMITTED":
+                committed.append(int(value))
+            elif word == "BEGUN":
+                doomed = int(value)
+            elif word == "INSIDE":
+                inside = int(value)
+                break
+        else:
+            pytest.fail(f"child ended early: {proc.stderr.read() if proc.stderr else ''}")
+        # While the child holds its transaction open, another reader sees none of it.
+        reader = sqlite3.connect(db)
+        try:
+            visible = reader.execute(
+                "SELECT COUNT(*) FROM messages WHERE turn_id = ?", (doomed,)
+            ).fetchone()[0]
+        finally:
+            reader.close()
+        assert visible == 1
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert len(committed) == TURNS and doomed is not None and inside == 5
+
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        statuses = dict(conn.execute("SELECT id, status FROM turns"))
+        assert {t: statuses[t] for t in committed} == dict.fromkeys(committed, "committed")
+        assert statuses[doomed] == "started"
+        per_turn = dict(
+            conn.execute("SELECT turn_id, COUNT(*) FROM messages GROUP BY turn_id").fetchall()
+        )
+        assert all(per_turn[t] == 4 for t in committed), "question, call, result, answer"
+        assert per_turn[doomed] == 1, "only the user message of the half-done turn"
+        assert (
+            conn.execute("SELECT COUNT(*) FROM messages WHERE text LIKE 'never%'").fetchone()[0]
+            == 0
+        )
+    finally:
+        conn.close()
+
+    async def reopen() -> None:
+        async with await ConversationStore.open(db) as store:
+            cid = await store.conversation_id(ConversationKey("cli", "durable"))
+            window = await store.load_window(cid)
+            answers = [
+                m.message.text for m in window if m.message.role == "assistant" and m.message.text
+            ]
+            assert answers == [f"a{i}" for i in range(TURNS)]
+            assert window[-1].message.text == "doomed"
+            assert await store.append_marker(cid, "stopped") is True
+
+    anyio.run(reopen)

@@ -1,0 +1,270 @@
+"""A real daemon process, the real control socket, a loopback model speaking the real wire.
+
+The model is an OpenAI-compatible Chat Completions server on 127.0.0.1 (configured as the
+keyless Ollama provider). Prompts starting with ``block:`` wait at the model until the
+test releases them, which is how these tests hold a turn "in flight" without sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from fermix_core.daemon.client import DaemonClient
+from fermix_core.daemon.process import read_pidfile, wait_for_exit
+from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
+
+FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
+
+
+def completion(text: str) -> dict:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "qwen3",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+    }
+
+
+def text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+class FakeModel:
+    """Echoes the last user message; ``block:`` prompts wait for :meth:`release`."""
+
+    def __init__(self) -> None:
+        self.gates: dict[str, anyio.Event] = {}
+        self.arrived: dict[str, anyio.Event] = {}
+        self.order: list[str] = []
+
+    def _event(self, table: dict[str, anyio.Event], key: str) -> anyio.Event:
+        return table.setdefault(key, anyio.Event())
+
+    async def __call__(self, request: RecordedRequest) -> Reply:
+        body = request.json()
+        users = [text_of(m.get("content")) for m in body["messages"] if m["role"] == "user"]
+        text = users[-1]
+        self.order.append(text)
+        self._event(self.arrived, text).set()
+        if text.startswith("block:"):
+            await self._event(self.gates, text).wait()
+        if text == "say nothing":
+            return Reply(body=completion(""))
+        return Reply(body=completion(f"echo: {text}"))
+
+    # Run on the server's loop thread through ThreadedLoopback.call:
+    def release(self, key: str) -> None:
+        self._event(self.gates, key).set()
+
+    async def wait_arrived(self, key: str) -> None:
+        with anyio.fail_after(30):
+            await self._event(self.arrived, key).wait()
+
+
+@pytest.fixture
+def model():
+    fake = FakeModel()
+    with ThreadedLoopback(fake) as server:
+        server.fake = fake
+        yield server
+
+
+@pytest.fixture
+def daemon_env(tmp_path, model):
+    home = tmp_path / "h"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text(
+        "[fermix_core.providers.ollama]\n"
+        "primary = true\n"
+        f'base_url = "{model.url}/v1"\n'
+        'default_model = "qwen3"\n'
+    )
+    env = dict(os.environ)
+    env["FERMIX_HOME"] = str(home)
+    env["PYTHON_KEYRING_BACKEND"] = "fermix_core.keyring_backend.MemoryKeyring"
+    env.pop("FERMIX_LOAD_PLUGINS", None)
+    env.pop("OLLAMA_BASE_URL", None)
+    yield env
+    subprocess.run([FERMIX, "stop"], env=env, capture_output=True, timeout=60)
+
+
+def fermix(env, *args, check=True, timeout=60):
+    result = subprocess.run(
+        [FERMIX, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"fermix {args} -> {result.returncode}\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def ask_json(env, text, session="default"):
+    return json.loads(fermix(env, "ask", text, "--session", session, "--json").stdout)
+
+
+async def call(home: Path, method: str, params: dict) -> dict:
+    async with DaemonClient(home / "daemon.sock") as client:
+        return await client.call(method, params)
+
+
+def test_lifecycle_status_ask_and_stop(daemon_env) -> None:
+    assert fermix(daemon_env, "status", check=False).returncode == 3
+    fermix(daemon_env, "start")
+    status = json.loads(fermix(daemon_env, "status", "--json").stdout)
+    assert status["running"] is True
+    assert status["primary_provider"] == "ollama"
+    assert status["fallback_providers"] == []
+    assert status["version_mismatch"] is False
+    assert fermix(daemon_env, "health").returncode == 0
+
+    result = ask_json(daemon_env, "hello there")
+    assert result["reply"] == "echo: hello there"
+    assert result["provider"] == "ollama" and result["model"] == "qwen3"
+    assert result["conversation_key"] == ["cli", "default", None]
+
+    home = Path(daemon_env["FERMIX_HOME"])
+    pid = read_pidfile(home / "daemon.pid").pid
+    fermix(daemon_env, "stop")
+    assert wait_for_exit(pid, 10)
+    assert fermix(daemon_env, "status", check=False).returncode == 3
+    assert not (home / "daemon.sock").exists() and not (home / "daemon.pid").exists()
+
+
+def test_history_persists_across_turns_and_sessions_are_separate(daemon_env, model) -> None:
+    fermix(daemon_env, "start")
+    ask_json(daemon_env, "remember apples", session="a")
+    ask_json(daemon_env, "something else", session="b")
+    ask_json(daemon_env, "what did I say?", session="a")
+    last = model.requests[-1].json()["messages"]
+    texts = [text_of(m.get("content")) for m in last if m["role"] != "system"]
+    assert texts == ["remember apples", "echo: remember apples", "what did I say?"]
+
+
+def test_fifo_per_conversation_and_concurrency_across(daemon_env, model) -> None:
+    fermix(daemon_env, "start")
+    home = Path(daemon_env["FERMIX_HOME"])
+    results: dict[str, dict] = {}
+
+    async def scenario() -> None:
+        async def one(text: str, session: str) -> None:
+            results[text] = await call(home, "ask", {"text": text, "session": session})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, "block:first", "s")
+            await anyio.to_thread.run_sync(model.call, model.fake.wait_arrived, "block:first")
+            tg.start_soon(one, "second", "s")  # same conversation: must wait behind the first
+            tg.start_soon(one, "elsewhere", "other")  # another conversation: runs now
+            await anyio.to_thread.run_sync(model.call, model.fake.wait_arrived, "elsewhere")
+            assert "second" not in model.fake.order
+            model.call(model.fake.release, "block:first")
+
+    anyio.run(scenario)
+    assert model.fake.order.index("block:first") < model.fake.order.index("second")
+    assert results["second"]["reply"] == "echo: second"
+    assert results["block:first"]["reply"] == "echo: block:first"
+
+
+def test_stop_cancels_the_turn_and_marks_history(daemon_env, model) -> None:
+    fermix(daemon_env, "start")
+    home = Path(daemon_env["FERMIX_HOME"])
+    results: dict[str, dict] = {}
+
+    async def scenario() -> None:
+        async def blocked() -> None:
+            results["blocked"] = await call(home, "ask", {"text": "block:long job", "session": "s"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(blocked)
+            await anyio.to_thread.run_sync(model.call, model.fake.wait_arrived, "block:long job")
+            results["stop"] = await call(home, "ask", {"text": "/stop", "session": "s"})
+
+    anyio.run(scenario)
+    model.call(model.fake.release, "block:long job")
+    assert "stop" in results["stop"]["reply"].lower()
+    assert results["blocked"]["reply"] == ""  # a stopped turn delivers nothing
+    ask_json(daemon_env, "next", session="s")
+    messages = model.requests[-1].json()["messages"]
+    texts = [text_of(m.get("content")) for m in messages if m["role"] != "system"]
+    assert texts[0] == "block:long job"
+    assert "stopped before I finished" in texts[1]
+    assert texts[-1] == "next"
+    assert "echo: block:long job" not in texts
+
+
+def test_empty_completion_is_answered_but_never_committed(daemon_env, model) -> None:
+    fermix(daemon_env, "start")
+    empty = ask_json(daemon_env, "say nothing")
+    assert empty["status"] == "empty" and "try again" in empty["reply"].lower()
+    ask_json(daemon_env, "and now?")
+    messages = model.requests[-1].json()["messages"]
+    assistant = [m for m in messages if m["role"] == "assistant"]
+    assert all(text_of(m.get("content")).strip() for m in assistant)
+
+
+def test_sigkill_mid_turn_loses_no_committed_message(daemon_env, model) -> None:
+    fermix(daemon_env, "start")
+    home = Path(daemon_env["FERMIX_HOME"])
+    ask_json(daemon_env, "first fact")
+    pid = read_pidfile(home / "daemon.pid").pid
+    hung = subprocess.Popen(
+        [FERMIX, "ask", "block:in flight", "--json"],
+        env=daemon_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    model.call(model.fake.wait_arrived, "block:in flight")
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for_exit(pid, 10)
+    hung.communicate(timeout=60)
+    model.call(model.fake.release, "block:in flight")
+
+    database = sqlite3.connect(home / "memory.db")
+    assert database.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    database.close()
+
+    fermix(daemon_env, "start")  # stale socket and pid file are detected and cleaned
+    ask_json(daemon_env, "after the crash")
+    messages = model.requests[-1].json()["messages"]
+    texts = [text_of(m.get("content")) for m in messages if m["role"] != "system"]
+    assert texts[:2] == ["first fact", "echo: first fact"]
+    assert "echo: block:in flight" not in texts
+    assert texts[-1] == "after the crash"
+
+
+def test_in_process_ask_without_a_daemon(daemon_env) -> None:
+    result = ask_json(daemon_env, "no daemon here")
+    assert result["reply"] == "echo: no daemon here"
+    assert not (Path(daemon_env["FERMIX_HOME"]) / "daemon.sock").exists()
+
+
+def test_no_provider_configured_still_starts_and_explains(tmp_path) -> None:
+    env = dict(
+        os.environ,
+        FERMIX_HOME=str(tmp_path / "h"),
+        PYTHON_KEYRING_BACKEND="fermix_core.keyring_backend.MemoryKeyring",
+    )
+    env.pop("OLLAMA_BASE_URL", None)
+    try:
+        fermix(env, "start")
+        result = fermix(env, "ask", "hi", "--json", check=False)
+        assert result.returncode == 1
+        assert "run `fermix setup`" in json.loads(result.stdout)["reply"]
+    finally:
+        fermix(env, "stop", check=False)
