@@ -122,6 +122,9 @@ class TurnRunner:
         self.emit = emit
         self.tracer = tracer
         self.context_window = context_window
+        #: Called with the conversation id after every committed reply (memory review
+        #: plugs in here); each failure is logged and never reaches the user.
+        self.post_reply_hooks: list[Callable[[int], Any]] = []
         self.queue: Any = None  # set by the service once the queue exists
         self.task_group: Any = None  # the service's task group, for post-reply and background work
         self._handles: dict[int, Any] = {}
@@ -169,7 +172,9 @@ class TurnRunner:
         session_id = f"main-{await self.store.next_session_number()}"
         speaker = "owner" if job.trust is Trust.OPERATOR else "guest"
         if self._too_long([*history, user]):
-            await self._compact(conversation_id, history)
+            # The history alone already overflows the model's window: summarise first, so
+            # the call is made with a history that fits instead of failing on length.
+            await self._compact(conversation_id, window)
             history = [stored.message for stored in await self.store.load_window(conversation_id)]
         handle = await self.store.begin_turn(
             conversation_id,
@@ -277,9 +282,13 @@ class TurnRunner:
         try:
             settings = self.config.core.fermix_core.compaction
             window = self.context_window(model)
+            for hook in self.post_reply_hooks:
+                try:
+                    await hook(conversation_id)
+                except Exception:
+                    log.exception("post-reply hook %r failed", hook)
             if settings.enabled and window and usage.input_tokens >= settings.threshold * window:
-                history = [s.message for s in await self.store.load_window(conversation_id)]
-                await self._compact(conversation_id, history)
+                await self._compact(conversation_id, await self.store.load_window(conversation_id))
         except Exception:
             log.exception("post-reply work failed for conversation %s", conversation_id)
 
@@ -289,10 +298,11 @@ class TurnRunner:
             return False
         return estimate_tokens(messages) > window
 
-    async def _compact(self, conversation_id: int, history: list[Message]) -> str:
-        if self.caller is None or len(history) <= COMPACTION_KEEP:
+    async def _compact(self, conversation_id: int, window: list[Any]) -> str:
+        """Summarise all but the last few messages of *window* (``StoredMessage`` rows)."""
+        if self.caller is None or len(window) <= COMPACTION_KEEP:
             return ""
-        older = history[:-COMPACTION_KEEP] if len(history) > COMPACTION_KEEP else history
+        older = [stored.message for stored in window[:-COMPACTION_KEEP]]
         request = ChatRequest(
             messages=[Message.system(SUMMARY_PROMPT), *older, Message.user(SUMMARY_PROMPT)]
         )
@@ -300,7 +310,11 @@ class TurnRunner:
         summary = turn.content.strip()
         if not summary:
             return ""
-        await self.store.replace_with_summary(conversation_id, summary, keep_last=COMPACTION_KEEP)
+        # covered_through: a turn that committed while the summary was being written
+        # stays in the window whole instead of vanishing behind the summary.
+        await self.store.replace_with_summary(
+            conversation_id, summary, keep_last=COMPACTION_KEEP, covered_through=window[-1].seq
+        )
         self.emit("compaction.done", conversation_id=conversation_id, kept=COMPACTION_KEEP)
         return summary
 
@@ -311,10 +325,10 @@ class TurnRunner:
 
     async def compact_conversation(self, key: ConversationKey) -> str:
         conversation_id = await self.store.conversation_id(key)
-        history = [s.message for s in await self.store.load_window(conversation_id)]
-        if len(history) <= COMPACTION_KEEP:
+        window = await self.store.load_window(conversation_id)
+        if len(window) <= COMPACTION_KEEP:
             return "Nothing to compact yet — the conversation is still short."
-        summary = await self._compact(conversation_id, history)
+        summary = await self._compact(conversation_id, window)
         return (
             "Compacted: older messages are now a summary."
             if summary

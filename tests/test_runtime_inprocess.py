@@ -1,0 +1,231 @@
+"""The whole runtime in one process: real store, gateway, queue, loop and trust filtering.
+
+The provider is an in-process plugin (a FunctionProvider behind a ProviderSpec), so these
+tests see exactly what reached the model — which tools a guest was offered, what history
+a turn carried — without a network.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from fermix_core.api import Fermix
+from fermix_core.channel import InboundMessage
+from fermix_core.gateway import ChannelFeatures
+from fermix_core.hookspecs import hookimpl
+from fermix_core.messages import ToolCall, Turn, Usage
+from fermix_core.service import CollectingReply
+from fermix_core.specs import ModelInfo, PolicyClass, ProviderSpec, ToolSpec
+from fermix_core.testing import FunctionProvider
+from fermix_core.tool import Tool, ToolOutput
+from pydantic import BaseModel
+
+pytestmark = pytest.mark.anyio
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class Clock(Tool[NoArgs]):
+    async def run(self, args, ctx):
+        return ToolOutput(content="12:00")
+
+
+class Shell(Tool[NoArgs]):
+    ran: list[str] = []
+
+    async def run(self, args, ctx):
+        Shell.ran.append(ctx.trust)
+        return ToolOutput(content="ran")
+
+
+class Harness:
+    """An in-process plugin: one provider answering through ``self.respond``, two tools."""
+
+    def __init__(self) -> None:
+        self.requests = []
+        self.events = []
+        self.compacted = anyio.Event()
+        self.respond = lambda request: Turn(content="ok", model="m1")
+        self.provider = FunctionProvider(self._answer, name="harness")
+
+    async def _answer(self, request):
+        self.requests.append(request)
+        return self.respond(request)
+
+    @hookimpl
+    def fermix_providers(self):
+        yield ProviderSpec(
+            name="harness",
+            label="Harness",
+            factory=lambda spec, settings: self.provider,
+            keyless=True,
+            default_model="m1",
+            models=(ModelInfo(id="m1", context_window=1000),),
+        )
+
+    @hookimpl
+    def fermix_tools(self):
+        yield ToolSpec(
+            name="clock",
+            description="What time it is.",
+            factory=Clock,
+            policy=PolicyClass.READ_ONLY,
+        )
+        yield ToolSpec(
+            name="shell_run",
+            description="Run a command.",
+            factory=Shell,
+            policy=PolicyClass.EXEC,
+            owner_only=True,
+            read_only=False,
+        )
+
+    @hookimpl
+    def fermix_event(self, event):
+        self.events.append(event.name)
+        if event.name == "compaction.done":
+            self.compacted.set()
+
+
+CONFIG = {
+    "fermix_core": {
+        "providers": {"harness": {"primary": True, "base_url": "http://127.0.0.1:9/unused"}},
+        "compaction": {"threshold": 0.5},
+    },
+    "fermix_channels": {"telegram": {"owner_user_id": "1", "allowed_user_ids": ["1", "2"]}},
+}
+
+
+@pytest.fixture
+async def fx(fermix_home):
+    harness = Harness()
+    async with Fermix.open(
+        fermix_home, config=CONFIG, plugins=[("providers.harness", harness)]
+    ) as fx:
+        fx.harness = harness
+        yield fx
+
+
+async def telegram(fx, sender: str, text: str):
+    reply = CollectingReply(ChannelFeatures(reactions=("👍",)))
+    message = InboundMessage(channel="telegram", chat_id="chat", sender_id=sender, text=text)
+    outcome = await fx.service.gateway.ingest(message, reply)
+    if outcome.job is not None:
+        await outcome.job.done.wait()
+    return outcome, reply
+
+
+async def test_guest_gets_read_only_surface_and_cannot_call_owner_tools(fx) -> None:
+    harness = fx.harness
+    _, reply = await telegram(fx, "1", "hello owner")
+    owner_request = harness.requests[-1]
+    owner_tools = {t.name for t in owner_request.tools}
+    # First-party tool_help is inline; this in-process plugin's tools are deferred: their
+    # names are listed for the owner and reachable through the tool_search bridges.
+    assert {"tool_help", "tool_search", "tool_call"} <= owner_tools
+    assert "shell_run" in owner_request.messages[0].text
+
+    calls = iter(
+        [
+            Turn(
+                content="",
+                tool_calls=[ToolCall(id="c1", name="shell_run", arguments={})],
+                model="m1",
+            ),
+            Turn(content="done", model="m1"),
+        ]
+    )
+    harness.respond = lambda request: next(calls)
+    Shell.ran.clear()
+    _, reply = await telegram(fx, "2", "run something")
+    guest_request = harness.requests[-2]
+    guest_tools = {t.name for t in guest_request.tools}
+    assert "tool_help" in guest_tools
+    assert not guest_tools & {"shell_run", "clock", "tool_search", "tool_call"}
+    assert "shell_run" not in guest_request.messages[0].text  # not in the prompt either
+    tool_result = harness.requests[-1].messages[-1]
+    assert tool_result.tool_result is not None and tool_result.tool_result.is_error
+    assert Shell.ran == []
+    assert reply.text == "done"
+
+
+async def test_stranger_is_dropped_before_anything_happens(fx) -> None:
+    before = len(fx.harness.requests)
+    outcome, reply = await telegram(fx, "3", "let me in")
+    assert outcome.status == "dropped"
+    assert reply.messages == [] and len(fx.harness.requests) == before
+
+
+async def test_operator_only_command_refused_for_guest(fx) -> None:
+    outcome, reply = await telegram(fx, "2", "/new")
+    assert "owner" in reply.text.lower() or "not allowed" in reply.text.lower()
+
+
+async def test_auto_compaction_after_reply_keeps_a_summary(fx) -> None:
+    harness = fx.harness
+
+    def answer(request):
+        if request.messages[-1].text.startswith("Summarize the conversation"):
+            return Turn(content="SUMMARY: we talked about numbers", model="m1")
+        return Turn(
+            content=f"reply to {request.messages[-1].text}",
+            model="m1",
+            usage=Usage(input_tokens=100),
+        )
+
+    harness.respond = answer
+    for n in range(8):
+        await fx.ask(f"message {n}", session="long")
+    harness.respond = lambda request: (
+        Turn(content="SUMMARY: we talked about numbers", model="m1")
+        if request.messages[-1].text.startswith("Summarize the conversation")
+        else Turn(content="big", model="m1", usage=Usage(input_tokens=900))
+    )
+    await fx.ask("one more", session="long")
+    with anyio.fail_after(10):
+        await harness.compacted.wait()
+    harness.respond = lambda request: Turn(content="after", model="m1")
+    await fx.ask("after compaction", session="long")
+    history = harness.requests[-1].messages
+    texts = [m.text for m in history]
+    assert any("SUMMARY: we talked about numbers" in t for t in texts)
+    assert "message 0" not in texts
+    assert texts[-1] == "after compaction"
+
+
+async def test_compact_command_and_new_window(fx) -> None:
+    for n in range(8):
+        await fx.ask(f"m{n}", session="c")
+    fx.harness.respond = lambda request: Turn(content="SUMMARY: short", model="m1")
+    outcome = await fx.ask("/compact", session="c")
+    assert "Compacted" in outcome.text
+    outcome = await fx.ask("/new", session="c")
+    fx.harness.respond = lambda request: Turn(content="fresh", model="m1")
+    await fx.ask("first of a new window", session="c")
+    texts = [m.text for m in fx.harness.requests[-1].messages[1:]]
+    assert texts == ["first of a new window"]
+
+
+async def test_background_cap_and_tasks(fx) -> None:
+    gate = anyio.Event()
+
+    async def slow(request):
+        await gate.wait()
+        return Turn(content="bg done", model="m1")
+
+    fx.harness.provider.fn = slow
+    replies = [await fx.ask(f"/bg job {n}", session="b") for n in range(9)]
+    assert all("job" in r.text.lower() or "background" in r.text.lower() for r in replies[:8])
+    assert "8" in replies[8].text and "limit" in replies[8].text.lower()
+    tasks = await fx.ask("/tasks", session="b")
+    assert "running" in tasks.text.lower()
+    gate.set()
+
+
+async def test_no_provider_turn_explains(fermix_home) -> None:
+    async with Fermix.open(fermix_home, config={}, entry_points=False) as fx:
+        outcome = await fx.ask("hello")
+        assert outcome.status == "no_provider"
+        assert "fermix setup" in outcome.text
