@@ -160,6 +160,7 @@ async def test_stranger_is_dropped_before_anything_happens(fx) -> None:
 
 async def test_operator_only_command_refused_for_guest(fx) -> None:
     outcome, reply = await telegram(fx, "2", "/new")
+    assert outcome.status == "command"
     assert "owner" in reply.text.lower() or "not allowed" in reply.text.lower()
 
 
