@@ -75,6 +75,21 @@ class ToolContext:
     attended: bool = False
     state: dict[str, Any] = field(default_factory=dict)
     capabilities: Mapping[str, ToolSpec] = field(default_factory=dict)
+    #: Where the request came from: a local caller (CLI, embedding) vs a remote channel.
+    local: bool = False
+    #: What the run is: "main" (a chat turn), "subagent", "job" (scheduled), "background".
+    origin: str = "main"
+    #: Runtime services handed to tools explicitly (no globals): ``sandbox`` (the
+    #: :class:`~fermix_core.sandbox.SandboxPolicy`), ``memory`` (the memory backend),
+    #: ``reply`` (the channel reply port), ``config`` (the loaded config), ``tracer``.
+    services: Mapping[str, Any] = field(default_factory=dict)
+
+    def service(self, name: str) -> Any:
+        """A runtime service, or a clear error when this run does not have it."""
+        try:
+            return self.services[name]
+        except KeyError:
+            raise ToolError(f"{name} is not available in this context") from None
 
     @property
     def is_operator(self) -> bool:

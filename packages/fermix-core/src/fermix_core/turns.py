@@ -125,6 +125,9 @@ class TurnRunner:
         #: Called with the conversation id after every committed reply (memory review
         #: plugs in here); each failure is logged and never reaches the user.
         self.post_reply_hooks: list[Callable[[int], Any]] = []
+        #: Runtime services every tool call may reach through ``ctx.service(name)``
+        #: (the sandbox policy, the memory backend …), filled in by the service.
+        self.services: dict[str, Any] = {}
         self.queue: Any = None  # set by the service once the queue exists
         self.task_group: Any = None  # the service's task group, for post-reply and background work
         self._handles: dict[int, Any] = {}
@@ -223,6 +226,14 @@ class TurnRunner:
             session_id=session_id,
             attended=not job.background,
             capabilities=dict(snapshot.specs),
+            local=message.local,
+            origin="background" if job.background else "main",
+            services={
+                **self.services,
+                "reply": job.reply,
+                "config": self.config,
+                "tracer": self.tracer,
+            },
         )
         loop = AgentLoop(self.caller, snapshot, emit=self.emit, tracer=self.tracer)
         try:
