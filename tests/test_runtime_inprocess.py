@@ -230,3 +230,18 @@ async def test_no_provider_turn_explains(fermix_home) -> None:
         outcome = await fx.ask("hello")
         assert outcome.status == "no_provider"
         assert "fermix setup" in outcome.text
+
+
+async def test_a_turn_leaves_body_free_traces(fx, fermix_home) -> None:
+    import json
+
+    await fx.ask("a secret plan about zebras", session="t")
+    days = list((fermix_home.path / "traces").iterdir())
+    assert len(days) == 1
+    files = {path.stem: path for path in days[0].glob("*.jsonl")}
+    assert {"channel_msg", "agent_event", "llm_call"} <= set(files)
+    records = [
+        json.loads(line) for path in files.values() for line in path.read_text().splitlines()
+    ]
+    assert all(record.get("session_id", "").startswith("main-") for record in records)
+    assert "zebras" not in "".join(path.read_text() for path in files.values())

@@ -25,6 +25,7 @@ from fermix_core.channel import ConversationKey, OutboundMessage
 from fermix_core.messages import ImagePart, Message, TextPart, Usage
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import ToolContext, Trust
+from fermix_core.traces import Body
 
 if TYPE_CHECKING:  # pragma: no cover
     from fermix_core.agent import CapabilityRegistry, LoopResult, ModelCaller
@@ -188,6 +189,16 @@ class TurnRunner:
             run_profile=job.run_profile,
         )
         self._handles[id(job)] = handle
+        self._trace(
+            "channel_msg",
+            session_id,
+            direction="inbound",
+            channel=message.channel,
+            trust=str(job.trust),
+            text=Body(message.text or ""),
+            attachments=len(message.attachments),
+        )
+        self._trace("agent_event", session_id, event="turn_start", run_profile=job.run_profile)
         try:
             outcome = await self._loop(job, handle, history, user, session_id)
         except anyio.get_cancelled_exc_class():
@@ -239,6 +250,10 @@ class TurnRunner:
         try:
             result: LoopResult = await loop.run([Message.system(system), *history, user], ctx)
         except ProviderError as exc:
+            if self.tracer is not None:
+                self.tracer.error(
+                    exc, session_id=session_id, kind=str(exc.kind), provider=exc.provider
+                )
             text = friendly(exc)
             await self.store.abandon_turn(handle.turn_id, "failed")
             await self._send(job, text)
@@ -262,6 +277,13 @@ class TurnRunner:
             outcome.status = "empty"
             return outcome
         await self._send(job, result.text)
+        self._trace(
+            "channel_msg",
+            session_id,
+            direction="outbound",
+            channel=message.channel,
+            text=Body(result.text),
+        )
         with anyio.CancelScope(shield=True):  # delivered: the commit must not be torn
             await self.store.commit_turn(
                 handle.turn_id,
@@ -270,8 +292,21 @@ class TurnRunner:
                 model=result.model,
                 provider=result.provider,
             )
+        self._trace(
+            "agent_event",
+            session_id,
+            event="turn_commit",
+            model=result.model,
+            provider=result.provider,
+            tool_calls=len(result.tool_calls),
+            iterations=getattr(result, "iterations", None),
+        )
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
+
+    def _trace(self, type: str, session_id: str, **fields: Any) -> None:
+        if self.tracer is not None:
+            self.tracer.record(type, session_id=session_id, **fields)
 
     async def _send(self, job: TurnJob, text: str) -> None:
         if not text:
