@@ -199,6 +199,7 @@ def test_stop_cancels_the_turn_and_marks_history(daemon_env, model) -> None:
     model.call(model.fake.release, "block:long job")
     assert "stop" in results["stop"]["reply"].lower()
     assert results["blocked"]["reply"] == ""  # a stopped turn delivers nothing
+    assert results["blocked"]["status"] == "stopped"
     ask_json(daemon_env, "next", session="s")
     messages = model.requests[-1].json()["messages"]
     texts = [text_of(m.get("content")) for m in messages if m["role"] != "system"]

@@ -39,6 +39,12 @@ def fermix_doctor_checks():
         check="fermix_core.routing.report:check_routes",
         order=60,
     )
+    yield DoctorCheckSpec(
+        name="bootstrap",
+        label="bootstrap templates",
+        check="fermix_core.doctor_checks:check_bootstrap",
+        order=70,
+    )
 
 
 @hookimpl
@@ -49,3 +55,6 @@ def fermix_setup_steps():
         run="fermix_core.setup_steps:home_step",
         order=0,
     )
+    from fermix_core.setup_personalization import PERSONALIZATION_STEP
+
+    yield PERSONALIZATION_STEP

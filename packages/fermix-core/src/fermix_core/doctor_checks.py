@@ -152,3 +152,82 @@ def check_secrets(ctx: DoctorContext) -> list[CheckResult]:
     if not rows:
         rows.append(CheckResult("secrets", Status.OK, f"{configured} configured, all resolvable"))
     return rows
+
+
+def _shipped_template_path(name: str) -> str:
+    """Where this build's copy of template *name* lives, for a ``diff`` the user can run.
+
+    A zipped install has no file to point at; the hint then names the package resource.
+    """
+    from importlib import resources
+    from pathlib import Path
+
+    resource = resources.files("fermix_core.prompt") / "templates" / name
+    return str(resource) if isinstance(resource, Path) else f"fermix_core/prompt/templates/{name}"
+
+
+def check_bootstrap(ctx: DoctorContext) -> list[CheckResult]:
+    """Which shipped prompt templates moved on since this install's files were seeded.
+
+    Seeded files are the operator's and are never rewritten, so an upgrade's template
+    improvements reach an existing install only if someone diffs and merges them; this row
+    is how they learn there is something to diff.
+    """
+    from fermix_core.prompt import SEED_RECORD, SeedRecordError, prompt_files, template_drift
+
+    label = "bootstrap templates"
+    home = ctx.home
+    try:
+        drifted = template_drift(home)
+    except SeedRecordError as exc:
+        return [
+            CheckResult(
+                label,
+                Status.WARN,
+                str(exc),
+                fix=f"delete {home.path / SEED_RECORD}; drift cannot be tracked without it",
+            )
+        ]
+    if drifted is None:
+        present = [rel for rel in prompt_files() if (home.path / rel).exists()]
+        if not present:
+            return [
+                CheckResult(
+                    label,
+                    Status.WARN,
+                    "no seed record (setup never ran): there are no prompt files yet",
+                    fix="run `fermix setup` to seed them",
+                )
+            ]
+        return [
+            CheckResult(
+                label,
+                Status.WARN,
+                "no seed record (seeded before revision tracking, or setup never ran); "
+                "drift from newer shipped templates cannot be checked",
+                fix="optional: compare your files with the current templates by hand, e.g. "
+                f"`diff {home.path / 'bootstrap/main/SOUL.md'} "
+                f"{_shipped_template_path('SOUL.md')}`",
+            )
+        ]
+    if not drifted:
+        return [
+            CheckResult(label, Status.OK, "the templates your prompt files came from are current")
+        ]
+    templates = prompt_files()
+    lines = [f"shipped templates changed since seeding: {', '.join(drifted)}"]
+    for rel in drifted:
+        shipped = _shipped_template_path(templates[rel])
+        if (home.path / rel).exists():
+            lines.append(f"diff {home.path / rel} {shipped}")
+        else:
+            lines.append(f"{rel} is gone; `fermix setup` seeds the current template there")
+    return [
+        CheckResult(
+            label,
+            Status.WARN,
+            "\n".join(lines),
+            fix="review those differences and merge what you want to keep; Fermix never "
+            "overwrites your prompt files",
+        )
+    ]

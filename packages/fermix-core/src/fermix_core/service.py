@@ -191,7 +191,8 @@ class FermixService:
                 job.result.text = reply.text or job.result.text
                 return job.result
         key = ConversationKey(CLI_CHANNEL, session, None)
-        return TurnOutcome(reply.text, key, "", status=getattr(outcome, "kind", "handled"))
+        status = "stopped" if job is not None and job.stopped else str(outcome.status)
+        return TurnOutcome(reply.text, key, "", status=status)
 
     def status(self) -> dict[str, Any]:
         plan = self.routes

@@ -74,11 +74,6 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "fermix_core.cli.providers_cmd:app",
     ),
     CommandEntry(
-        "providers",
-        "List model providers and how turns are routed.",
-        "fermix_core.cli.providers_cmd:app",
-    ),
-    CommandEntry(
         "setup",
         "Configure Fermix step by step (or non-interactively with flags).",
         "fermix_core.cli.setup_cmd:app",
