@@ -18,7 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
-BENCHMARKS = ["cli_startup", "boot_assembly", "store"]
+BENCHMARKS = ["cli_startup", "boot_assembly", "store", "wires"]
 
 
 def main(argv: list[str]) -> int:

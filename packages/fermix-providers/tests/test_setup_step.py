@@ -34,7 +34,9 @@ def make_assembly(home: FermixHome, environ: dict[str, str] | None = None):
 def setup(home: FermixHome, *args: str, environ: dict[str, str] | None = None, io=None):
     assembly = make_assembly(home, environ)
     options = parse_step_args(assembly, list(args))
-    return run_setup(assembly, interactive=io is not None, options=options, io=io)
+    # Only the steps under test: core's personalization step would prompt and write too.
+    only = ("home", "provider")
+    return run_setup(assembly, interactive=io is not None, options=options, io=io, only=only)
 
 
 def providers(home: FermixHome) -> dict[str, dict[str, Any]]:

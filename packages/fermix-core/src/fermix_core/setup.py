@@ -139,8 +139,10 @@ def run_setup(
     interactive: bool,
     options: Mapping[str, Any],
     io: SetupIO | None = None,
+    only: Sequence[str] | None = None,
 ) -> SetupResult:
-    """Run every step against a copy of config.toml, then validate and write it once."""
+    """Run every step (or the steps named in *only*) against a copy of config.toml, then
+    validate and write it once."""
     import tomlkit
 
     from fermix_core.config import ConfigError, load_config, secret_fields
@@ -154,7 +156,14 @@ def run_setup(
     context = SetupContext(assembly, document, interactive, dict(options), io or SetupIO())
     assembly.home.ensure()
     ran = []
-    for step in setup_steps(assembly):
+    steps = setup_steps(assembly)
+    if only:
+        unknown = sorted(set(only) - {step.name for step in steps})
+        if unknown:
+            names = ", ".join(step.name for step in steps)
+            raise SetupError(f"no setup step named {', '.join(unknown)}; the steps are: {names}")
+        steps = [step for step in steps if step.name in set(only)]
+    for step in steps:
         if context.interactive:
             context.io.echo(f"== {step.label or step.name} ==")
         resolve_ref(step.run)(context)

@@ -30,6 +30,9 @@ def setup(
         "--migrate-secrets",
         help="Move plaintext secrets in config.toml into the OS keyring.",
     ),
+    step: list[str] = typer.Option(
+        [], "--step", help="Run only this step (repeatable), e.g. --step provider."
+    ),
 ) -> None:
     """Configure Fermix step by step (or non-interactively with flags)."""
     from fermix_core.cli.context import load_for_cli
@@ -56,7 +59,9 @@ def setup(
     interactive = not non_interactive and sys.stdin.isatty()
     try:
         options = parse_step_args(context.assembly, ctx.args)
-        result = run_setup(context.assembly, interactive=interactive, options=options)
+        result = run_setup(
+            context.assembly, interactive=interactive, options=options, only=step or None
+        )
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

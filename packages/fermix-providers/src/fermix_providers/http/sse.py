@@ -43,11 +43,14 @@ async def iter_sse(
             stats.chunks += 1
             stats.bytes += len(chunk)
         buffer += decoder.decode(chunk)
+        # Walk the buffer with a position and cut it once per chunk: slicing after every
+        # line made a large chunk quadratic in its size.
+        pos = 0
         while True:
-            cut = _line_end(buffer)
+            cut = _line_end(buffer, pos)
             if cut is None:
                 break
-            line, buffer = buffer[: cut[0]], buffer[cut[1] :]
+            line, pos = buffer[pos : cut[0]], cut[1]
             if line == "":
                 if data_lines:
                     if stats is not None:
@@ -66,6 +69,7 @@ async def iter_sse(
                 event_type = value
             elif name == "id" and "\0" not in value:
                 last_id = value
+        buffer = buffer[pos:]
     tail = buffer + decoder.decode(b"", final=True)
     if tail.startswith("data"):
         _, _, value = tail.partition(":")
@@ -76,10 +80,11 @@ async def iter_sse(
         yield SSEEvent(event_type or "message", "\n".join(data_lines), last_id)
 
 
-def _line_end(text: str) -> tuple[int, int] | None:
-    """Position of the first line terminator (CRLF, LF or CR) and where the next line starts."""
-    newline = text.find("\n")
-    carriage = text.find("\r", 0, newline if newline != -1 else len(text))
+def _line_end(text: str, start: int = 0) -> tuple[int, int] | None:
+    """Position of the first line terminator at or after *start* (CRLF, LF or CR) and
+    where the next line starts."""
+    newline = text.find("\n", start)
+    carriage = text.find("\r", start, newline if newline != -1 else len(text))
     if carriage == -1:
         return (newline, newline + 1) if newline != -1 else None
     if carriage + 1 == len(text):
