@@ -97,6 +97,16 @@ class FermixService:
             context_window=windows,
         )
         service.runner = runner
+        from fermix_core.secrets import SecretResolver
+
+        runner.services.update(
+            registry=registry,
+            secrets=SecretResolver(
+                environ=runtime.environ,
+                profile=config.core.fermix_core.profile,
+                host=runtime.host,
+            ),
+        )
         policies = {
             CLI_CHANNEL: TrustPolicy(
                 owner_id=None, allowed_ids=(), command_allowlist=(), local=True

@@ -246,6 +246,8 @@ class TurnRunner:
                 "tracer": self.tracer,
             },
         )
+        if message.message_id:
+            ctx.state["inbound_message_id"] = message.message_id
         loop = AgentLoop(self.caller, snapshot, emit=self.emit, tracer=self.tracer)
         try:
             result: LoopResult = await loop.run([Message.system(system), *history, user], ctx)

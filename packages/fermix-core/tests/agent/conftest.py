@@ -68,6 +68,8 @@ class React(Tool[EmojiArgs]):
         allowed = ctx.state.get("allowed_reactions")
         if allowed and args.emoji not in allowed:
             raise ToolError(f"{args.emoji} is not an allowed reaction here")
+        if ctx.state.get("react_ends_turn"):
+            return ToolOutput(content=f"reacted {args.emoji}", data={"end_turn": True})
         return f"reacted {args.emoji}"
 
 

@@ -367,6 +367,15 @@ async def test_blank_finish_after_a_reaction_is_a_silent_success(kit, ctx):
     assert [m.role for m in result.messages] == ["assistant", "tool"]
 
 
+async def test_a_reaction_that_ends_the_turn_makes_no_further_model_call(kit, ctx):
+    ctx.state["react_ends_turn"] = True
+    provider = ScriptedProvider([tool_call("react", {"emoji": "👍"})])  # no closing answer scripted
+    result = await loop_over(kit, provider, reactions=["👍"]).run(USER, ctx)
+    assert result.empty is False and result.text == ""
+    assert len(provider.requests) == 1
+    assert [m.role for m in result.messages] == ["assistant", "tool"]
+
+
 async def test_a_failed_reaction_does_not_excuse_a_blank_answer(kit, ctx):
     provider = ScriptedProvider([tool_call("react", {"emoji": "🐙"}), ""])
     result = await loop_over(kit, provider, reactions=["👍"]).run(USER, ctx)

@@ -109,6 +109,8 @@ class _RunState:
     provider: str | None = None
     route: object | None = None
     side_effect_done: bool = False
+    #: A tool answered the turn by itself (``react``): no closing model call, no text.
+    end_turn: bool = False
     iterations: int = 0
 
 
@@ -203,6 +205,10 @@ class AgentLoop:
                     "or give me more to go on."
                 )
                 return self._abort("repeated_tool_call", text, state, ctx)
+            if state.end_turn:
+                # The reaction was the reply: the turn ends without another model call and
+                # without a text bubble.
+                return self._result("", state)
 
         text = (
             f"I stopped after {self.max_iterations} steps without reaching a final answer. "
@@ -362,6 +368,8 @@ class AgentLoop:
                 output = await self._invoke(item, ctx)
                 if spec.policy is PolicyClass.CHANNEL_SIDE_EFFECT and not output.is_error:
                     state.side_effect_done = True
+                    if output.data.get("end_turn"):
+                        state.end_turn = True
             if repeat.action == "warn":
                 output = output.model_copy(
                     update={

@@ -60,6 +60,10 @@ class ChannelReplyPort:
     async def send(self, message: OutboundMessage) -> SentMessage:
         return await self.channel.send(message)
 
+    async def react(self, chat_id: str, message_id: str, emoji: str) -> None:
+        """Acknowledge a message with one emoji (only when ``features.reactions`` allows)."""
+        await self.channel.react(chat_id, message_id, emoji)
+
     def __repr__(self) -> str:
         return f"ChannelReplyPort({getattr(self.channel, 'name', '?')!r})"
 

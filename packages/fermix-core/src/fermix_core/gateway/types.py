@@ -53,6 +53,9 @@ class ReplyPort(Protocol):
 
     async def send(self, message: OutboundMessage) -> SentMessage: ...
 
+    # Optional: ports whose channel supports reactions also offer
+    # ``async def react(chat_id: str, message_id: str, emoji: str) -> None``.
+
 
 @dataclass(eq=False)
 class TurnJob:
