@@ -116,6 +116,12 @@ def wheels(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def soak(session: nox.Session) -> None:
+    """Memory soak: 100,000 turns through the real runtime (not CI); bench/results/soak.json."""
+    session.run("uv", "run", "python", "bench/soak.py", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
     """Benchmarks (not part of CI); results go to bench/results/*.json."""
     session.run("uv", "run", "python", "bench/run.py", *session.posargs, external=True)

@@ -458,11 +458,15 @@ class _ParsedCache:
     """Parsed messages by row id, so each turn does not re-parse the whole window.
 
     Rows are immutable once written and :class:`Message` is frozen, so a cached parse can
-    never go stale. The cache is bounded by the total size of the cached bodies (images
-    make single rows large), evicting the least recently used first.
+    never go stale. It is bounded twice, evicting the least recently used first: by the
+    total size of the cached bodies (images make single rows large) and by entry count,
+    because a parsed message costs far more heap than its JSON (a 100-character row is ~1 KiB
+    of objects). The bounds are sized for the live windows of many active conversations; a
+    cache of every conversation ever loaded grew a 100,000-turn soak by 160 %.
     """
 
-    MAX_CHARS = 16 * 1024 * 1024
+    MAX_CHARS = 2 * 1024 * 1024
+    MAX_ENTRIES = 8192
 
     def __init__(self) -> None:
         self._items: OrderedDict[int, tuple[Message, int]] = OrderedDict()
@@ -480,7 +484,7 @@ class _ParsedCache:
             return
         self._items[message_id] = (message, size)
         self._chars += size
-        while self._chars > self.MAX_CHARS:
+        while self._chars > self.MAX_CHARS or len(self._items) > self.MAX_ENTRIES:
             _, (_, dropped) = self._items.popitem(last=False)
             self._chars -= dropped
 

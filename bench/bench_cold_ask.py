@@ -1,0 +1,151 @@
+"""A cold, in-process ``fermix ask "hi"`` against a loopback model, no daemon running.
+
+This is the whole experience of a one-off question from the terminal: a new interpreter,
+the CLI, plugin discovery, config validation, routing, opening ``memory.db``, one turn
+over real HTTP to an OpenAI-compatible server on 127.0.0.1 (configured as the keyless
+``ollama`` provider, as an installed Ollama would be), the reply printed, everything
+closed. The model answers at once, so the time is ours.
+
+Each sample is a fresh process exec'd by GNU time, whose ``%M`` is the peak RSS of that
+process alone (see ``bench_cli_startup.py``). Bytecode writes are allowed and one warm-up
+run creates the ``.pyc`` files and ``memory.db``, as on any machine after the first use.
+Every run asks in its own session so each one does the same work.
+
+Budget (runtime issue): median ≤ 400 ms and peak RSS ≤ 60 MiB. Wall time swings with
+whatever else the machine runs; the process's own CPU time is reported beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
+
+RUNS = 15
+GNU_TIME = "/usr/bin/time"
+MODEL = "qwen3"
+ANSWER = "Hello from the loopback model."
+BUDGET_MEDIAN_MS = 400.0
+BUDGET_RSS_MIB = 60.0
+
+
+def completion(request: RecordedRequest) -> Reply:
+    return Reply(
+        body={
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": ANSWER},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16},
+        }
+    )
+
+
+def _sample(argv: list[str], env: dict[str, str], expect: str | None) -> tuple[float, float, float]:
+    """One process: (wall s, CPU s, peak RSS MiB). Fails loudly if the ask did not answer."""
+    with tempfile.NamedTemporaryFile("r") as report:
+        started = time.perf_counter()
+        result = subprocess.run(
+            [GNU_TIME, "-o", report.name, "-f", "%M %U %S", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        elapsed = time.perf_counter() - started
+        if result.returncode != 0 or (expect is not None and expect not in result.stdout):
+            raise SystemExit(
+                f"{' '.join(argv)} failed (exit {result.returncode}); stdout: "
+                f"{result.stdout.strip()!r}; stderr: {result.stderr.strip()[-2000:]}"
+            )
+        rss_kib, user, system = report.read().strip().splitlines()[-1].split()
+    return elapsed, float(user) + float(system), float(rss_kib) / 1024.0
+
+
+def _measure(make_argv, env: dict[str, str], expect: str | None) -> dict:
+    _sample(make_argv("warm"), env, expect)  # .pyc files, memory.db, page cache
+    times, cpu, rss = [], [], []
+    for i in range(RUNS):
+        t, c, m = _sample(make_argv(f"run-{i}"), env, expect)
+        times.append(t * 1000)
+        cpu.append(c * 1000)
+        rss.append(m)
+    ordered = sorted(times)
+    return {
+        "runs": RUNS,
+        "median_ms": round(statistics.median(times), 2),
+        "p90_ms": round(ordered[int(0.9 * (RUNS - 1))], 2),
+        "min_ms": round(ordered[0], 2),
+        "max_ms": round(ordered[-1], 2),
+        # user + system CPU of the process: far steadier than wall time on a shared machine
+        # (GNU time reports it in 10 ms steps).
+        "median_cpu_ms": round(statistics.median(cpu), 1),
+        "max_rss_mib": round(max(rss), 2),
+        "median_rss_mib": round(statistics.median(rss), 2),
+    }
+
+
+def _environment(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    for name in ("FERMIX_LOAD_PLUGINS", "OLLAMA_BASE_URL", "FERMIX_TRACE_CONTENT"):
+        env.pop(name, None)
+    env["FERMIX_HOME"] = str(home)
+    # Never touch the machine's real keyring from a benchmark (nothing here has a secret).
+    env["PYTHON_KEYRING_BACKEND"] = "fermix_core.keyring_backend.MemoryKeyring"
+    return env
+
+
+def run() -> dict:
+    if not os.path.exists(GNU_TIME):
+        raise SystemExit("GNU time is needed for RSS (apt-get install time)")
+    fermix = shutil.which("fermix", path=os.path.dirname(sys.executable))
+    if fermix is None:
+        raise SystemExit("fermix is not installed in this environment (uv sync first)")
+    with (
+        tempfile.TemporaryDirectory(prefix="fermix-bench-ask-") as tmp,
+        ThreadedLoopback(completion) as model,
+    ):
+        home = Path(tmp) / "home"
+        home.mkdir(mode=0o700)
+        (home / "config.toml").write_text(
+            "[fermix_core.providers.ollama]\n"
+            "primary = true\n"
+            f'base_url = "{model.url}/v1"\n'
+            f'default_model = "{MODEL}"\n'
+        )
+        env = _environment(home)
+        if (home / "daemon.sock").exists():
+            raise SystemExit("a daemon socket exists in the bench home; the ask would not be cold")
+        bare = _measure(lambda _s: [sys.executable, "-c", "pass"], env, None)
+        ask = _measure(lambda s: [fermix, "ask", "hi", "--session", s], env, ANSWER)
+        requests = len(model.requests)
+    within = ask["median_ms"] <= BUDGET_MEDIAN_MS and ask["max_rss_mib"] <= BUDGET_RSS_MIB
+    return {
+        "python_c_pass": bare,
+        "fermix_ask": ask,
+        "model_requests": requests,
+        "ask_minus_bare_median_ms": round(ask["median_ms"] - bare["median_ms"], 2),
+        "budget": {"median_ms_max": BUDGET_MEDIAN_MS, "rss_mib_max": BUDGET_RSS_MIB},
+        "within_budget": within,
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=2))
