@@ -97,15 +97,27 @@ class FermixService:
             context_window=windows,
         )
         service.runner = runner
+        from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
         from fermix_core.secrets import SecretResolver
 
+        resolver = SecretResolver(
+            environ=runtime.environ, profile=config.core.fermix_core.profile, host=runtime.host
+        )
+        sandbox = SandboxPolicy.from_config(
+            config,
+            runtime.home.path,
+            environ=runtime.environ,
+            tracer=runner.tracer,
+            resolver=resolver,
+        )
+        sandbox.ensure_workspace()
+        runner.confirmations = ConfirmationStore()
+        runner.confirmations.listeners.append(runner.resume_after_grant)
         runner.services.update(
             registry=registry,
-            secrets=SecretResolver(
-                environ=runtime.environ,
-                profile=config.core.fermix_core.profile,
-                host=runtime.host,
-            ),
+            secrets=resolver,
+            sandbox=sandbox,
+            confirmations=runner.confirmations,
         )
         policies = {
             CLI_CHANNEL: TrustPolicy(

@@ -129,6 +129,8 @@ class TurnRunner:
         #: Runtime services every tool call may reach through ``ctx.service(name)``
         #: (the sandbox policy, the memory backend …), filled in by the service.
         self.services: dict[str, Any] = {}
+        #: The runtime's pending sandbox confirmations (``/confirm TOKEN``).
+        self.confirmations: Any = None
         self.queue: Any = None  # set by the service once the queue exists
         self.task_group: Any = None  # the service's task group, for post-reply and background work
         self._handles: dict[int, Any] = {}
@@ -248,6 +250,10 @@ class TurnRunner:
         )
         if message.message_id:
             ctx.state["inbound_message_id"] = message.message_id
+        if not message.local and not job.background:
+            # On a chat channel a confirmed directory grant re-runs this request; the
+            # one-shot CLI prints the prompt and the owner re-runs the command.
+            ctx.state["resume"] = job
         loop = AgentLoop(self.caller, snapshot, emit=self.emit, tracer=self.tracer)
         try:
             result: LoopResult = await loop.run([Message.system(system), *history, user], ctx)
@@ -425,6 +431,23 @@ class TurnRunner:
 
     async def submit_turn(self, job: TurnJob) -> None:
         await self.queue.submit(job)
+
+    async def resume_after_grant(self, pending: Any) -> None:
+        """A confirmed directory grant: re-run the request that asked for it."""
+        from fermix_core.gateway import TurnJob as Job
+
+        original = pending.context.get("resume") if pending.kind == "grant" else None
+        if original is None or self.queue is None:
+            return
+        await self.queue.submit(
+            Job(
+                message=original.message,
+                trust=original.trust,
+                reply=original.reply,
+                run_profile=original.run_profile,
+                cwd=original.cwd,
+            )
+        )
 
 
 def user_message(message: Any) -> Message:

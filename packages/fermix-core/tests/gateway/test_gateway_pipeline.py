@@ -207,9 +207,9 @@ async def test_command_allowlist_opens_owner_commands_but_never_sandbox_mutation
     assert all("only the owner" in t for t in rig.channel.texts[1:])
 
 
-async def test_operator_gets_sandbox_not_available_yet(rig) -> None:
+async def test_operator_reaches_the_sandbox_command(rig) -> None:
     await rig.ingest("/grant ~/projects")
-    assert "not available yet" in rig.channel.texts[0]
+    assert "sandbox is not running in this process" in rig.channel.texts[0]
     assert rig.events.named("command.unauthorized") == []
 
 

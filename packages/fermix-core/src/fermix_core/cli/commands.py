@@ -74,6 +74,21 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "fermix_core.cli.providers_cmd:app",
     ),
     CommandEntry(
+        "grant",
+        "Grant the agent a folder (fermix grant path PATH).",
+        "fermix_core.cli.sandbox_cmd:grant_app",
+    ),
+    CommandEntry(
+        "revoke",
+        "Take a granted folder back (fermix revoke path PATH).",
+        "fermix_core.cli.sandbox_cmd:revoke_app",
+    ),
+    CommandEntry(
+        "sandbox",
+        "Show the sandbox: mode, roots, protected paths, commands and environment.",
+        "fermix_core.cli.sandbox_cmd:sandbox_app",
+    ),
+    CommandEntry(
         "setup",
         "Configure Fermix step by step (or non-interactively with flags).",
         "fermix_core.cli.setup_cmd:app",

@@ -34,14 +34,15 @@ BACKGROUND_LIMIT_REPLY = (
     "try again when one finishes."
 )
 
-#: What ``/sandbox`` will manage, each answered "not available yet" in this version.
+#: What ``/sandbox`` manages (the handler lives in :mod:`fermix_core.sandbox.chat`).
 SANDBOX_SUBCOMMANDS: tuple[tuple[str, str], ...] = (
-    ("/sandbox show", "show the sandbox mode, workspace and granted roots"),
-    ("/sandbox env allow|deny|set …", "adjust the environment passed to commands"),
-    ("/sandbox preset NAME", "enable a command preset"),
-    ("/sandbox grant PATH (or /grant PATH)", "grant the agent a directory"),
-    ("/sandbox revoke PATH (or /revoke PATH)", "take a granted directory back"),
-    ("/confirm TOKEN", "apply a change that needs confirmation"),
+    ("/sandbox show", "show the sandbox mode, workspace, granted folders and command settings"),
+    ("/sandbox grant PATH (or /grant PATH)", "grant the agent a folder (asks to /confirm)"),
+    ("/sandbox revoke PATH (or /revoke PATH)", "take a granted folder back"),
+    ("/sandbox env allow|deny NAME", "pass a host variable to commands (asks) or withhold it"),
+    ("/sandbox env set NAME VALUE", "set a variable for every command (asks to /confirm)"),
+    ("/sandbox preset bare|assistant|extended", "choose the command profile"),
+    ("/confirm TOKEN", "apply a change that asked for confirmation"),
 )
 
 
@@ -180,21 +181,11 @@ async def ultra_command(ctx: CommandContext) -> str:
 
 
 async def sandbox_command(ctx: CommandContext) -> str:
-    """``/sandbox`` and its aliases: the sandbox itself arrives in a later version.
+    """``/sandbox`` and its aliases ``/grant``, ``/revoke``, ``/confirm``.
 
-    Every mutation answers plainly rather than pretending to succeed, and lists what will
-    exist so nobody hunts for a spelling that works.
+    The implementation is imported on first use: the sandbox package is not needed to
+    answer ``/help``, and this module is imported on every boot.
     """
-    later = "\n".join(f"- {usage}: {what}" for usage, what in SANDBOX_SUBCOMMANDS)
-    if ctx.invoked_as == "sandbox":
-        sub = ctx.args.split(maxsplit=1)[0].lower() if ctx.args else ""
-        if sub in ("", "show"):
-            return (
-                "The sandbox (workspace roots, directory grants, command environment) arrives "
-                "in a later version of Fermix; this version has nothing to show or change "
-                "yet. Not available yet:\n" + later
-            )
-        shown = f"/sandbox {sub}"
-    else:
-        shown = f"/{ctx.invoked_as}"
-    return f"{shown} is not available yet in this version. Not available yet:\n{later}"
+    from fermix_core.sandbox.chat import handle_sandbox_command
+
+    return await handle_sandbox_command(ctx)

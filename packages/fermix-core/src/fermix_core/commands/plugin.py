@@ -63,7 +63,7 @@ def fermix_commands():
     )
     yield CommandSpec(
         name="sandbox",
-        help="inspect and adjust the workspace sandbox (not available yet in this version)",
+        help="inspect and change the sandbox: folders, command profile, environment",
         handler=f"{_H}:sandbox_command",
         aliases=("grant", "revoke", "confirm"),
         sandbox_mutation=True,

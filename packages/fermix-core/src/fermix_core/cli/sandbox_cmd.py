@@ -1,0 +1,182 @@
+"""``fermix grant path``, ``fermix revoke path`` and ``fermix sandbox show``.
+
+Roots live in ``[sandbox] allowed_roots`` of ``config.toml`` and nowhere else; these
+commands are a careful way to edit that list: the path is canonicalised (so ``./x``,
+``~/x`` and a symlink to it are one grant), folders no grant may name are refused with the
+reason, and the write goes through the config writer (comments kept, whole file validated).
+A running daemon reads the file at start, hence the restart reminder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fermix_core.cli.app import APP_SETTINGS
+
+grant_app = typer.Typer(
+    help="Grant the agent a folder (fermix grant path PATH).", no_args_is_help=True, **APP_SETTINGS
+)
+revoke_app = typer.Typer(
+    help="Take a granted folder back (fermix revoke path PATH).",
+    no_args_is_help=True,
+    **APP_SETTINGS,
+)
+sandbox_app = typer.Typer(
+    help="Show the sandbox: mode, roots, protected paths, commands and environment.",
+    no_args_is_help=True,
+    **APP_SETTINGS,
+)
+
+RESTART_NOTE = "A running daemon keeps its old sandbox until `fermix restart`."
+
+
+@grant_app.callback()
+def _grant_group() -> None:
+    """Grant the agent a folder."""
+
+
+@revoke_app.callback()
+def _revoke_group() -> None:
+    """Take a granted folder back."""
+
+
+@sandbox_app.callback()
+def _sandbox_group() -> None:
+    """Inspect the sandbox."""
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code=1)
+
+
+def _runtime() -> tuple[Any, Any, Any]:
+    """``(cli context, loaded config, policy)``; exits with the problems when invalid."""
+    from fermix_core.cli import context
+    from fermix_core.config.errors import ConfigError
+    from fermix_core.config.loader import load_config
+    from fermix_core.sandbox import SandboxPolicy
+
+    ctx = context.load_for_cli(validate=False)
+    try:
+        loaded = load_config(
+            ctx.home, ctx.registry, unavailable=ctx.unavailable, environ=ctx.environ
+        )
+    except ConfigError as exc:
+        typer.echo(f"{ctx.home.config_file} is invalid:", err=True)
+        for problem in exc.problems:
+            typer.echo(f"  {problem}", err=True)
+        typer.echo("fix it first (`fermix config validate` lists the problems)", err=True)
+        raise typer.Exit(code=1) from None
+    environ = ctx.environ
+    policy = SandboxPolicy.from_config(loaded, Path(ctx.home.path), environ=environ)
+    return ctx, loaded, policy
+
+
+def _apply(kind: str, payload: dict[str, str], ctx: Any, policy: Any) -> Any:
+    from fermix_core.config.errors import ConfigError
+    from fermix_core.sandbox.grants import GrantError, apply_change
+
+    try:
+        return apply_change(
+            ctx.home,
+            ctx.registry,
+            policy,
+            kind,
+            payload,
+            unavailable=ctx.unavailable,
+            environ=ctx.environ,
+        )
+    except GrantError as exc:
+        _fail(str(exc))
+    except ConfigError as exc:
+        typer.echo("error: config.toml would become invalid:", err=True)
+        for problem in exc.problems:
+            typer.echo(f"  {problem}", err=True)
+        raise typer.Exit(code=1) from None
+
+
+@grant_app.command("path")
+def grant_path(
+    path: str = typer.Argument(..., help="The folder to grant (relative to here, or ~/…)."),
+) -> None:
+    """Let the agent read and write PATH (protected paths inside it stay protected)."""
+    from fermix_core.sandbox.grants import GrantError, canonical_grant
+
+    ctx, _loaded, policy = _runtime()
+    try:
+        folder = canonical_grant(policy, path, Path.cwd())
+    except GrantError as exc:
+        _fail(str(exc))
+        return
+    edit = _apply("grant", {"path": str(folder)}, ctx, policy)
+    typer.echo(f"granted: {folder}")
+    typer.echo(edit.diff())
+    typer.echo(RESTART_NOTE)
+
+
+@revoke_app.command("path")
+def revoke_path(
+    path: str = typer.Argument(..., help="A granted folder (relative to here, or ~/…)."),
+) -> None:
+    """Take back a folder granted with `fermix grant path` or /sandbox grant."""
+    from fermix_core.sandbox.paths import PathProblem, canonical
+
+    ctx, _loaded, policy = _runtime()
+    try:
+        folder = canonical(path, Path.cwd(), policy.os_home)
+    except PathProblem as exc:
+        _fail(str(exc))
+        return
+    edit = _apply("revoke", {"path": str(folder)}, ctx, policy)
+    typer.echo(f"revoked: {folder}")
+    typer.echo(edit.diff())
+    typer.echo(RESTART_NOTE)
+
+
+@sandbox_app.command("show")
+def show(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+) -> None:
+    """Print the sandbox mode, roots, protected list, command profile and env policy."""
+    _ctx, _loaded, policy = _runtime()
+    info = policy.describe()
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    typer.echo(_render(info))
+
+
+def _render(info: dict[str, Any]) -> str:
+    lines = [
+        f"mode:            {info['mode']}",
+        f"workspace:       {info['workspace']}",
+        f"granted folders: {', '.join(info['allowed_roots']) or '(none)'}",
+    ]
+    for ignored in info["ignored_roots"]:
+        lines.append(f"ignored grant:   {ignored['path']} — {ignored['reason']}")
+    lines.append(f"request folder:  {info['request_directory']}")
+    lines.append(f"command profile: {info['command_profile']}")
+    programs = info["profile_programs"]
+    if isinstance(programs, list):
+        lines.append(f"  programs:      {', '.join(programs)}")
+    else:
+        lines.append(f"  programs:      {programs} (catastrophic commands are still refused)")
+    env = info["env"]
+    lines.append(f"child env base:  {', '.join(env['base'])}")
+    lines.append(f"  allow:         {', '.join(env['allow']) or '(none)'}")
+    lines.append(f"  deny:          {', '.join(env['deny']) or '(none)'}")
+    shown = [f"{k}={v}" for k, v in env["set"].items()]
+    lines.append(f"  set:           {', '.join(shown) or '(none)'}")
+    lines.append("protected (denied in every mode, even inside a granted folder):")
+    for entry in info["protected"]:
+        suffix = "" if entry["kind"] == "tree" else " (this file)"
+        lines.append(f"  {entry['path']}{suffix} — {entry['reason']}")
+    lines.append("write-protected (readable, never written):")
+    for entry in info["write_protected"]:
+        lines.append(f"  {entry['path']} — {entry['reason']}")
+    return "\n".join(lines)

@@ -1,0 +1,40 @@
+"""The sandbox: which paths the file tools may touch, which commands the shell may run.
+
+Tools reach the policy as ``ctx.service("sandbox")``:
+
+* tools that touch files call :meth:`SandboxPolicy.resolve` **before any I/O** and use the
+  canonical path it returns (or let its :class:`SandboxDenied` become the tool's error);
+* tools that run commands call :meth:`SandboxPolicy.check_command` (which raises
+  :class:`CommandRefused`), then :func:`run_command` with ``env=policy.child_env()``.
+
+``docs/sandbox.md`` describes the modes, the protected list, the command profiles and the
+limits of the checks.
+"""
+
+from __future__ import annotations
+
+from fermix_core.sandbox.commands import CommandRefused
+from fermix_core.sandbox.exec import CommandResult, run_command
+from fermix_core.sandbox.grants import (
+    ConfirmationError,
+    ConfirmationStore,
+    GrantError,
+    PendingChange,
+    Proposal,
+    propose_grant,
+)
+from fermix_core.sandbox.policy import SandboxDenied, SandboxPolicy
+
+__all__ = [
+    "CommandRefused",
+    "CommandResult",
+    "ConfirmationError",
+    "ConfirmationStore",
+    "GrantError",
+    "PendingChange",
+    "Proposal",
+    "SandboxDenied",
+    "SandboxPolicy",
+    "propose_grant",
+    "run_command",
+]

@@ -1,0 +1,458 @@
+"""The catastrophes: what no command may do, in any sandbox mode or command profile.
+
+Each rule judges one simple command after the walk in :mod:`.commands` has unwrapped it:
+recursive deletes, chmods and moves of ``/``, the home, ``FERMIX_HOME`` or OS trees;
+formatting or overwriting disks; fork bombs; powering the machine off; ``kill -1``.
+Targets are evaluated the way the shell would expand them, taking unknown variables at
+their worst (``"$DIR"/`` is ``/`` when ``DIR`` is empty).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from fermix_core.sandbox.paths import OS_ROOTS, is_disk_device, is_within
+from fermix_core.sandbox.profiles import program_name
+from fermix_core.sandbox.shlex_lite import (
+    MARK_CLOSE,
+    MARK_OPEN,
+    OUTPUT_REDIRECTS,
+    LexError,
+    Simple,
+    Word,
+    lex,
+)
+from fermix_core.sandbox.words import brace_expand, looks_like_mode, names, plain
+from fermix_core.tool import ToolError
+
+__all__ = ["INTERPRETER", "CatastropheRules", "CommandRefused", "refuse"]
+
+
+class CommandRefused(ToolError):
+    """The sandbox will not run this command; the message says why and what to do instead.
+
+    ``reason`` is ``"catastrophic"`` (refused in every mode and profile), ``"profile"``
+    (the program is outside the command profile) or ``"unparseable"``.
+    """
+
+    def __init__(self, reason: str, message: str, *, program: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.program = program
+
+
+#: ``find`` predicates that narrow what ``-delete``/``-exec`` act on to matches below the
+#: start path (without one, the start path itself is deleted too).
+_FIND_FILTERS = names(
+    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -type -xtype -mtime "
+    "-mmin -atime -amin -ctime -cmin -newer -newermt -size -user -group -uid -gid -perm "
+    "-empty -links -inum -samefile -nouser -nogroup -used -fstype -lname -ilname "
+    "-executable -readable -writable -mindepth"
+)
+
+_FORK_BOMB_DEF = re.compile(
+    r"(?P<name>[^\s(){};|&<>'\"]+)\s*\(\s*\)\s*[{(](?P<body>[^})]*)[})]",
+)
+_FORK_BOMB_KW = re.compile(r"function\s+(?P<name>[^\s(){};|&<>'\"]+)\s*[{(](?P<body>[^})]*)[})]")
+_INLINE_FORKS = (
+    re.compile(r"\bfork\s+while\s+fork\b"),
+    re.compile(r"while\s*\(?\s*(?:True|1)\s*\)?\s*:\s*os\.fork\(\s*\)"),
+    re.compile(r"loop\s*\{\s*fork\b"),
+    re.compile(r"for\s*\(\s*;\s*;\s*\)\s*fork\s*\(\s*\)"),
+)
+
+INTERPRETER = re.compile(r"^(?:python|perl|ruby|node|php|bun|deno)[\d.]*$")
+_STRING_LITERAL = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
+_RMTREE_DISASTER = re.compile(
+    r"rmtree\(\s*(?:(['\"])(?:/|~|~/)\1|os\.path\.expanduser\(\s*(['\"])~/?\2\s*\)"
+    r"|Path\.home\(\)|pathlib\.Path\.home\(\)|os\.environ\[\s*(['\"])HOME\3\s*\]"
+    r"|Path\(\s*(['\"])/\4\s*\))"
+)
+
+_DISK_TOOLS_WITH_DEVICE = frozenset(
+    {"wipefs", "blkdiscard", "sfdisk", "sgdisk", "fdisk", "cfdisk", "gdisk", "parted", "mkswap"}
+)
+_DISKUTIL_ERASE = frozenset(
+    {
+        "erasedisk",
+        "erasevolume",
+        "zerodisk",
+        "randomdisk",
+        "secureerase",
+        "partitiondisk",
+        "reformat",
+    }
+)
+_POWER = frozenset({"shutdown", "reboot", "halt", "poweroff", "killall5"})
+_SYSTEMCTL_POWER = frozenset({"poweroff", "reboot", "halt", "kexec", "emergency", "rescue"})
+#: Redirecting output into these trees overwrites system files.
+_SYSTEM_WRITE_TREES = ("/etc", "/boot", "/bin", "/sbin", "/usr", "/lib", "/lib64", "/System")
+
+
+def refuse(what: str, program: str | None = None) -> CommandRefused:
+    return CommandRefused(
+        "catastrophic",
+        f"refused: {what}. Catastrophic commands are never run, in any sandbox mode or "
+        "command profile; if you meant something narrower, spell out the exact path.",
+        program=program,
+    )
+
+
+class CatastropheRules:
+    """The rules, as a base of :class:`~fermix_core.sandbox.commands.CommandChecker`
+    (which supplies these attributes)."""
+
+    home: Path
+    fermix_home: Path
+    workspace: Path | None
+    cwd: Path | None
+    temp_dirs: tuple[Path, ...]
+    key: Callable[[str], str]
+    programs: list[str]
+    enforce_profile: bool
+
+    def script(self, text: str, depth: int, functions: set[str] | None = None) -> None:
+        raise NotImplementedError  # the walk, in CommandChecker
+
+    def simple(
+        self,
+        words: list[Word],
+        depth: int,
+        *,
+        functions: set[str],
+        stdin: str | None = None,
+        piped: bool = False,
+    ) -> None:
+        raise NotImplementedError  # the walk, in CommandChecker
+
+    def _fork_bombs(self, text: str) -> None:
+        for pattern in (_FORK_BOMB_DEF, _FORK_BOMB_KW):
+            for match in pattern.finditer(text):
+                name = re.escape(match["name"])
+                call = rf"(?:^|[|&;{{(])\s*{name}(?![\w:.-])\s*[|&]"
+                if re.search(call, match["body"]):
+                    raise refuse(
+                        f"`{match['name']}` is a fork bomb (a function that keeps starting "
+                        "copies of itself) and would exhaust the machine"
+                    )
+        self._inline_fork_bombs(text)
+
+    def _inline_fork_bombs(self, text: str) -> None:
+        for pattern in _INLINE_FORKS:
+            if pattern.search(text):
+                raise refuse("this is a fork bomb and would exhaust the machine")
+
+    def _redirects(self, command: Simple) -> None:
+        for op, target, _body in command.redirects:
+            if op not in OUTPUT_REDIRECTS or target is None:
+                continue
+            for path in self._targets(target):
+                if is_disk_device(path):
+                    raise refuse(f"writing to {path} would overwrite a disk device")
+                if any(is_within(path, tree) for tree in _SYSTEM_WRITE_TREES):
+                    raise refuse(f"writing to {path} would overwrite a system file")
+
+    def _static(self, word: Word) -> str | None:
+        """*word*'s text when it is known before run time (``~`` and ``$HOME`` count)."""
+        if not word.dynamic:
+            return word.text
+        for expr in re.findall(f"{MARK_OPEN}(.*?){MARK_CLOSE}", word.text):
+            if expr not in ("~", "HOME") and not (expr == "PWD" and self.cwd is not None):
+                return None
+        return self._expand(word.text)
+
+    # ------------------------------------------------------------------ nested scripts
+
+    def _catastrophic(self, name: str, args: list[Word]) -> None:
+        texts = [plain(w.text) for w in args]
+        if name == "rm":
+            self._rm(args)
+        elif name in ("chmod", "chown", "chgrp"):
+            self._chmod(name, args, guessed=False)
+        elif name == "mv":
+            sources = [w for w in args if not w.text.startswith("-")][:-1]
+            for source in sources:
+                self._disaster_target(source, "move away")
+        elif name.startswith(("mkfs", "newfs")) or name == "mke2fs":
+            raise refuse(f"`{name}` formats a disk and erases everything on it", name)
+        elif name in _DISK_TOOLS_WITH_DEVICE:
+            if name == "fdisk" and "-l" in texts:
+                return
+            for text in texts:
+                if is_disk_device(text):
+                    raise refuse(f"`{name}` on {text} rewrites a disk", name)
+        elif name == "diskutil":
+            if texts and texts[0].lower() in _DISKUTIL_ERASE:
+                raise refuse(f"`diskutil {texts[0]}` erases a disk", name)
+        elif name in ("dd", "ddrescue"):
+            for text in texts:
+                value = text[3:] if text.startswith("of=") else None
+                if name == "ddrescue" and not text.startswith("-"):
+                    value = text
+                if value is not None and is_disk_device(value):
+                    raise refuse(f"`{name}` onto {value} overwrites a disk device", name)
+        elif name in ("shred", "wipe", "scrub", "truncate", "tee", "cp", "install"):
+            candidates = texts[-1:] if name in ("cp", "install") else texts
+            for text in candidates:
+                if is_disk_device(text):
+                    raise refuse(f"`{name}` onto {text} overwrites a disk device", name)
+        elif name in _POWER:
+            raise refuse(f"`{name}` would shut down or reboot the machine Fermix runs on", name)
+        elif name in ("init", "telinit"):
+            if any(t in ("0", "6") for t in texts):
+                raise refuse(f"`{name} {' '.join(texts)}` would halt or reboot the machine", name)
+        elif name in ("systemctl", "loginctl"):
+            if any(t in _SYSTEMCTL_POWER for t in texts):
+                raise refuse(f"`{name}` would halt or reboot the machine", name)
+        elif name == "kill":
+            self._kill(texts)
+
+    def _rm(self, args: list[Word]) -> None:
+        recursive = False
+        targets: list[Word] = []
+        options_done = False
+        for word in args:
+            text = word.text
+            if not options_done and text == "--":
+                options_done = True
+                continue
+            if not options_done and word.dynamic and plain(text).startswith("$"):
+                recursive = True  # "$FLAGS" may well be -rf
+                targets.append(word)
+                continue
+            if not options_done and text.startswith("--"):
+                if len(text) >= 4 and "--no-preserve-root".startswith(text):
+                    raise refuse("`rm --no-preserve-root` exists only to delete /", "rm")
+                if len(text) >= 3 and "--recursive".startswith(text):
+                    recursive = True
+                continue
+            if not options_done and text.startswith("-") and len(text) > 1:
+                if "r" in text or "R" in text:
+                    recursive = True
+                continue
+            targets.append(word)
+        if recursive:
+            for target in targets:
+                self._disaster_target(target, "recursively delete")
+
+    def _chmod(self, name: str, args: list[Word], *, guessed: bool) -> None:
+        recursive = False
+        reference = False
+        positional: list[Word] = []
+        for word in args:
+            text = word.text
+            if text.startswith("--"):
+                if len(text) >= 4 and "--recursive".startswith(text):
+                    recursive = True
+                reference = reference or text.startswith("--reference")
+                continue
+            if text.startswith("-") and len(text) > 1 and not looks_like_mode(text):
+                recursive = recursive or "R" in text
+                continue
+            positional.append(word)
+        targets = positional if reference or guessed else positional[1:]
+        for target in targets:
+            if recursive:
+                self._disaster_target(target, f"recursively {name}")
+            elif any(path == "/" for path in self._targets(target)):
+                raise refuse(f"`{name}` of / changes the whole file system", name)
+
+    def _kill(self, texts: list[str]) -> None:
+        index = 0
+        if texts and texts[0] in ("-s", "-n"):
+            index = 2
+        elif texts and texts[0].startswith("-") and texts[0] != "--":
+            index = 1
+        if any(text == "-1" for text in texts[index:]):
+            raise refuse("`kill -1` signals every process you own, Fermix included", "kill")
+
+    # ------------------------------------------------------------------ targets
+
+    def _disaster_target(self, word: Word, action: str) -> None:
+        for path in self._targets(word):
+            why = self.disaster(path)
+            if why:
+                raise refuse(f"this would {action} {why}")
+
+    def disaster(self, path: str) -> str | None:
+        """What destroying *path* would destroy, when that is a disaster."""
+        if path.startswith("~"):
+            return f"a home directory ({path})"
+        key = self.key(path)
+        home = self.key(str(self.home))
+        fermix = self.key(str(self.fermix_home))
+        if key == "/":
+            return "the whole file system (/)"
+        if key == home:
+            return f"your home directory ({self.home})"
+        if is_within(home, key):
+            return f"{path}, which holds your home directory"
+        if is_within(fermix, key):
+            return f"Fermix's own state ({self.fermix_home})"
+        workspace = self.key(str(self.workspace)) if self.workspace is not None else None
+        if is_within(key, fermix) and not (workspace and is_within(key, workspace)):
+            return f"part of Fermix's own state ({path})"
+        if is_within(key, home) or any(is_within(key, self.key(str(t))) for t in self.temp_dirs):
+            return None
+        for root in OS_ROOTS:
+            if is_within(key, self.key(root)):
+                return f"the operating system's files ({path})"
+        if key.count("/") == 1:
+            return f"the top-level directory {path} (other users' homes, mounted disks)"
+        return None
+
+    def _targets(self, word: Word) -> list[str]:
+        """Paths *word* may name at run time (worst case for unknown variables)."""
+        results: list[str] = []
+        for text in brace_expand(self._expand(word.text, word.substitutions)):
+            if not text:
+                continue
+            if text.startswith("~"):  # ~name: judged only when it is that whole home
+                bare = re.sub(r"(/\.?\*?)*$", "", text)
+                if "/" not in bare:
+                    results.append(bare)
+                continue
+            if not text.startswith("/"):
+                if self.cwd is None:
+                    continue
+                text = f"{self.cwd}/{text}"
+            text = re.sub(r"/+", "/", text)
+            parts = text.split("/")
+            for index, part in enumerate(parts):
+                if any(ch in part for ch in "*?["):
+                    text = "/".join(parts[:index]) or "/"
+                    break
+            results.append(posixpath.normpath(text))
+        return results
+
+    def _expand(self, text: str, substitutions: Sequence[str] = ()) -> str:
+        out: list[str] = []
+        index = 0
+        bodies = iter(substitutions)
+        while index < len(text):
+            start = text.find(MARK_OPEN, index)
+            if start < 0:
+                out.append(text[index:])
+                break
+            out.append(text[index:start])
+            end = text.find(MARK_CLOSE, start)
+            expr = text[start + 1 : end]
+            if expr == "()":
+                out.append(self._substituted(next(bodies, "")))
+            else:
+                out.append(self._value(expr, at_start=start == 0))
+            index = end + 1
+        return "".join(out)
+
+    def _render(self, word: Word) -> str:
+        """*word* as shell text to re-parse: ``$(echo …)`` output written in, other
+        expansions kept as ``${…}`` so they stay unknown."""
+        if MARK_OPEN not in word.text:
+            return word.text
+        bodies = iter(word.substitutions)
+
+        def back(match: re.Match[str]) -> str:
+            expr = match.group(1)
+            if expr == "()":
+                return self._substituted(next(bodies, "")) or "$__SUBSTITUTION__"
+            if expr.startswith("~"):
+                return expr
+            return "${" + expr + "}"
+
+        return re.sub(f"{MARK_OPEN}(.*?){MARK_CLOSE}", back, word.text)
+
+    def _substituted(self, body: str) -> str:
+        """The output of ``$(echo /)``-style substitutions; unknown output counts as empty."""
+        try:
+            tokens = lex(body)
+        except LexError:
+            return ""
+        words = [t for t in tokens if isinstance(t, Word)]
+        if len(words) != len(tokens) or not words:
+            return ""
+        name = program_name(words[0].text)
+        if name == "pwd" and self.cwd is not None:
+            return str(self.cwd)
+        statics = [self._static(w) for w in words[1:]]
+        if name in ("echo", "printf") and None not in statics:
+            args = [text for text in statics if text is not None]
+            while name == "echo" and args and args[0] in ("-n", "-e", "-E", "-ne", "-en"):
+                args.pop(0)
+            return " ".join(args)
+        return ""
+
+    def _value(self, expr: str, *, at_start: bool) -> str:
+        if expr.startswith("~"):
+            if expr == "~":
+                return str(self.home)
+            if expr == "~+" and self.cwd is not None:
+                return str(self.cwd)
+            return expr if at_start else ""
+        name = re.match(r"[#!]?([A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])", expr)
+        var = name.group(1) if name else ""
+        rest = expr[name.end() :] if name else expr
+        if var == "HOME":
+            return str(self.home)
+        if var == "PWD" and self.cwd is not None:
+            return str(self.cwd)
+        if rest.startswith((":?", "?")):
+            return "\x02set"  # ${X:?} aborts when unset: never empty
+        if rest.startswith((":-", "-", ":=", "=")):
+            return rest[2:] if rest.startswith(":") else rest[1:]
+        return ""
+
+    def _inline_code(self, args: list[Word], depth: int, functions: set[str]) -> None:
+        """``python -c``/``perl -e`` one-liners: their quoted strings that are shell
+        commands (``os.system('rm -rf /')``) and ``rmtree`` of ``/`` or the home.
+
+        Only catastrophes count here: a string in code is not a program the profile
+        must allow, and is not recorded as one."""
+        if self.enforce_profile:
+            return
+        seen = len(self.programs)
+        for index, word in enumerate(args[:-1]):
+            if word.text not in ("-c", "-e", "-E", "-r", "--eval", "-p"):
+                continue
+            code = self._render(args[index + 1])
+            if _RMTREE_DISASTER.search(code):
+                raise refuse("this deletes / or your home directory (rmtree)")
+            for literal in _STRING_LITERAL.findall(code):
+                text = literal[1:-1]
+                try:
+                    self.script(text, depth + 1, functions)
+                except CommandRefused as exc:
+                    if exc.reason == "catastrophic":
+                        raise
+                    # other refusals (profile, parse errors) do not apply to prose in code
+        del self.programs[seen:]
+
+    def _find(self, args: list[Word], depth: int, functions: set[str]) -> None:
+        texts = [w.text for w in args]
+        index = 0
+        while index < len(texts) and texts[index] in ("-H", "-L", "-P"):
+            index += 1
+        starts: list[Word] = []
+        while index < len(texts) and not texts[index].startswith(("-", "(", "!")):
+            starts.append(args[index])
+            index += 1
+        expression = args[index:]
+        filtered = any(w.text in _FIND_FILTERS for w in expression)
+        if not filtered and any(w.text == "-delete" for w in expression):
+            for start in starts or [Word(".")]:
+                self._disaster_target(start, "delete everything under")
+        position = 0
+        while position < len(expression):
+            if expression[position].text in ("-exec", "-execdir", "-ok", "-okdir"):
+                end = position + 1
+                while end < len(expression) and expression[end].text not in (";", "+"):
+                    end += 1
+                inner = expression[position + 1 : end]
+                for start in starts or [Word(".")]:
+                    found = Word(f"{start.text}/found") if filtered else start
+                    filled = [found if w.text == "{}" else w for w in inner]
+                    self.simple(filled, depth + 1, functions=functions)
+                position = end
+            position += 1

@@ -1,0 +1,116 @@
+"""``fermix grant|revoke path`` and ``fermix sandbox show`` on a real home and config.toml."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import tomlkit
+from fermix_core.cli import sandbox_cmd
+from fermix_core.plugins import PluginHost
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli(monkeypatch, layout):
+    from fermix_core.cli import context
+
+    registry = PluginHost().collect()
+    environ = {"HOME": str(layout.home), "PATH": "/usr/bin"}
+
+    def load_for_cli(*, validate: bool = False):
+        return SimpleNamespace(
+            home=layout.fermix, host=None, registry=registry, unavailable=[], environ=environ
+        )
+
+    monkeypatch.setattr(context, "load_for_cli", load_for_cli)
+    monkeypatch.chdir(layout.home / "code")
+
+    def invoke(app, *args: str):
+        return runner.invoke(app, list(args))
+
+    return invoke
+
+
+def roots(layout) -> list[str]:
+    data = tomlkit.parse(layout.fermix.config_file.read_text()).unwrap()
+    return data.get("sandbox", {}).get("allowed_roots", [])
+
+
+def test_grant_canonicalises_writes_and_reminds_to_restart(cli, layout) -> None:
+    result = cli(sandbox_cmd.grant_app, "path", "./app/../app/")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == f"granted: {layout.project}"
+    assert "fermix restart" in result.stdout
+    assert roots(layout) == [str(layout.project)]
+    assert "# my settings" in layout.fermix.config_file.read_text()
+
+    again = cli(sandbox_cmd.grant_app, "path", str(layout.project))
+    assert again.exit_code == 1 and "already granted" in again.output
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("~", "whole home directory"),
+        ("..", "whole home directory"),
+        ("/", "whole file system"),
+        ("~/.ssh", "SSH keys"),
+        ("~/.fermix", "Fermix's own state"),
+        ("/etc", "operating-system"),
+        ("/usr/bin", "operating-system"),
+        ("nowhere", "does not exist"),
+    ],
+)
+def test_grant_refuses_what_no_grant_may_name(cli, layout, target, message) -> None:
+    result = cli(sandbox_cmd.grant_app, "path", target)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert roots(layout) == []
+
+
+def test_revoke(cli, layout) -> None:
+    cli(sandbox_cmd.grant_app, "path", "app")
+    result = cli(sandbox_cmd.revoke_app, "path", "~/code/app")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == f"revoked: {layout.project}"
+    assert roots(layout) == []
+    missing = cli(sandbox_cmd.revoke_app, "path", "app")
+    assert missing.exit_code == 1 and "not a granted folder" in missing.output
+
+
+def test_show_text_and_json(cli, layout) -> None:
+    cli(sandbox_cmd.grant_app, "path", "app")
+    text = cli(sandbox_cmd.sandbox_app, "show")
+    assert text.exit_code == 0, text.output
+    assert "mode:            standard" in text.stdout
+    assert f"granted folders: {layout.project}" in text.stdout
+    assert f"{layout.home / '.ssh'} — SSH keys" in text.stdout
+    assert "command profile: assistant" in text.stdout
+    data = json.loads(cli(sandbox_cmd.sandbox_app, "show", "--json").stdout)
+    assert data["allowed_roots"] == [str(layout.project)]
+    assert data["command_profile"] == "assistant"
+    assert any(p["path"] == str(layout.fermix.config_file) for p in data["protected"])
+
+
+def test_show_lists_grants_it_ignores(cli, layout) -> None:
+    layout.fermix.config_file.write_text(f'[sandbox]\nallowed_roots = ["{layout.home}"]\n')
+    text = cli(sandbox_cmd.sandbox_app, "show").stdout
+    assert f"ignored grant:   {layout.home} — that is your whole home directory" in text
+
+
+def test_an_invalid_config_is_reported_not_overwritten(cli, layout) -> None:
+    layout.fermix.config_file.write_text('[sandbox]\nmode = "lenient"\n')
+    result = cli(sandbox_cmd.grant_app, "path", "app")
+    assert result.exit_code == 1
+    assert "sandbox.mode" in result.output
+    assert layout.fermix.config_file.read_text() == '[sandbox]\nmode = "lenient"\n'
+
+
+def test_groups_show_help_without_arguments(cli) -> None:
+    for app in (sandbox_cmd.grant_app, sandbox_cmd.revoke_app, sandbox_cmd.sandbox_app):
+        result = cli(app)
+        assert "Usage" in result.output
