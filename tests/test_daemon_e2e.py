@@ -94,6 +94,8 @@ def daemon_env(tmp_path, model):
         "primary = true\n"
         f'base_url = "{model.url}/v1"\n'
         'default_model = "qwen3"\n'
+        # Background memory review makes its own model calls; these tests read the last one.
+        "[fermix_core.memory]\nreview_enabled = false\n"
     )
     env = dict(os.environ)
     env["FERMIX_HOME"] = str(home)

@@ -93,6 +93,8 @@ CONFIG = {
     "fermix_core": {
         "providers": {"harness": {"primary": True, "base_url": "http://127.0.0.1:9/unused"}},
         "compaction": {"threshold": 0.5},
+        # Review makes its own model call after a reply; these tests script every call.
+        "memory": {"review_enabled": False},
     },
     "fermix_channels": {"telegram": {"owner_user_id": "1", "allowed_user_ids": ["1", "2"]}},
 }

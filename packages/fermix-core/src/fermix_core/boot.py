@@ -100,6 +100,9 @@ def assemble(
     from fermix_core.commands import plugin as core_commands
 
     host.register(core_commands, "core.commands", distribution="fermix-core", version=__version__)
+    from fermix_core.memory import plugin as core_memory
+
+    host.register(core_memory, "core.memory", distribution="fermix-core", version=__version__)
     for name, plugin in plugins:
         host.register(plugin, name)
     if entry_points:

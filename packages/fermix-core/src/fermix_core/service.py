@@ -111,6 +111,17 @@ class FermixService:
             resolver=resolver,
         )
         sandbox.ensure_workspace()
+        from fermix_core.memory.plugin import open_backend
+        from fermix_core.memory.review import MemoryReviewer
+
+        memory = await open_backend(runtime.home, config, registry)
+        service._closers.append(memory.aclose)
+        if caller is not None:
+            reviewer = MemoryReviewer.from_config(
+                memory, caller, runtime.home, config, emit=runtime.emit
+            )
+            runner.post_reply_hooks.append(reviewer.review_after_reply)
+        runner.services["memory"] = memory
         runner.confirmations = ConfirmationStore()
         runner.confirmations.listeners.append(runner.resume_after_grant)
         runner.services.update(

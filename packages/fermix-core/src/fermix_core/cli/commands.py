@@ -89,6 +89,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "fermix_core.cli.sandbox_cmd:sandbox_app",
     ),
     CommandEntry(
+        "memory",
+        "Review, restore and search long-term memory.",
+        "fermix_core.cli.memory_cmd:app",
+    ),
+    CommandEntry(
         "setup",
         "Configure Fermix step by step (or non-interactively with flags).",
         "fermix_core.cli.setup_cmd:app",

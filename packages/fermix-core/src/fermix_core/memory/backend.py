@@ -14,26 +14,35 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fermix_core.channel import ConversationKey
 
 __all__ = [
+    "OWNER_SPEAKERS",
     "USER_CATEGORIES",
     "WORK_CATEGORIES",
+    "AddOp",
+    "ArchiveOp",
+    "HistoryMessage",
     "MemoryBackend",
     "MemoryCategory",
     "MemoryFact",
+    "MemoryFilter",
+    "MemoryOp",
     "MemoryStoreError",
     "Provenance",
+    "ReplaceOp",
     "Speaker",
     "StoreAction",
     "StoreResult",
+    "fold_content",
+    "memory_of",
     "normalize_category",
     "normalize_content",
     "normalize_key",
@@ -68,6 +77,14 @@ StoreAction = Literal["added", "updated", "replaced", "unchanged"]
 
 class MemoryStoreError(ValueError):
     """A store, restore or lookup that cannot be carried out; the message says why."""
+
+
+class MemoryUnavailableError(RuntimeError):
+    """The backend's storage failed (disk, locks, a closed backend); retrying may help.
+
+    Backends raise this (or a subclass) for failures that are not about the request, so
+    tools can tell "that fact does not exist" from "memory is down".
+    """
 
 
 class Provenance(BaseModel):
@@ -117,6 +134,111 @@ class StoreResult(BaseModel):
     previous: MemoryFact | None = None
 
 
+class MemoryFilter(BaseModel):
+    """Which facts (or history rows) one caller may see; every set field must match.
+
+    Built by :func:`fermix_core.memory.scope.resolve_scope` from who is calling, never from
+    what the model asked for. ``speakers`` limits provenance speakers, ``conversation_key``
+    the conversation a write came from, ``job_id`` the scheduled job that wrote it.
+    ``empty`` matches nothing at all (an operator asking for "current" outside any
+    conversation). A filter with nothing set matches everything.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    speakers: frozenset[Speaker] | None = None
+    conversation_key: ConversationKey | None = None
+    job_id: str | None = None
+    empty: bool = False
+
+    def matches(
+        self, speaker: str, conversation_key: Sequence[str | None] | None, job_id: str | None
+    ) -> bool:
+        if self.empty:
+            return False
+        if self.speakers is not None and speaker not in self.speakers:
+            return False
+        if self.conversation_key is not None and (
+            conversation_key is None or tuple(conversation_key) != tuple(self.conversation_key)
+        ):
+            return False
+        return self.job_id is None or job_id == self.job_id
+
+    def matches_fact(self, fact: MemoryFact) -> bool:
+        p = fact.provenance
+        return self.matches(p.speaker, p.conversation_key, p.job_id)
+
+
+#: Provenance speakers that count as the owner's own memory: what the owner stored, and
+#: what background review consolidated from the owner's messages (``"system"``).
+OWNER_SPEAKERS: frozenset[str] = frozenset({"owner", "system"})
+
+
+def memory_of(provenance: Provenance) -> MemoryFilter:
+    """The memory a write with *provenance* belongs to: the owner's, one guest
+    conversation's, or one job's. Repeated facts are detected within it only, so a job
+    saving what the owner also knows still gets a fact of its own to recall."""
+    if provenance.speaker == "job":
+        return MemoryFilter(job_id=provenance.job_id)
+    if provenance.speaker == "guest":
+        return MemoryFilter(
+            speakers=frozenset({"guest"}), conversation_key=provenance.conversation_key
+        )
+    return MemoryFilter(speakers=OWNER_SPEAKERS)
+
+
+class HistoryMessage(BaseModel):
+    """One message of conversation history, as memory search and review see it.
+
+    History belongs to the conversation store; memory backends only read it. ``speaker``
+    is the speaker of the turn the row belongs to (a reply to a guest is a guest row).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    conversation_key: ConversationKey
+    role: Literal["user", "assistant"]
+    speaker: Speaker
+    text: str
+    created_at: datetime
+
+
+class AddOp(BaseModel):
+    """Add a fact (a no-op when an equal one is already active)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["add"] = "add"
+    category: MemoryCategory
+    content: str
+    key: str | None = None
+
+
+class ReplaceOp(BaseModel):
+    """Archive fact ``id`` and add its corrected version in its place."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["replace"] = "replace"
+    id: str
+    category: MemoryCategory
+    content: str
+    key: str | None = None
+
+
+class ArchiveOp(BaseModel):
+    """Archive fact ``id`` (restorable)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Literal["archive"] = "archive"
+    id: str
+
+
+MemoryOp = Annotated[AddOp | ReplaceOp | ArchiveOp, Field(discriminator="op")]
+
+
 class MemoryBackend(ABC):
     """Long-term memory storage, built from a ``MemoryBackendSpec``'s factory.
 
@@ -125,14 +247,25 @@ class MemoryBackend(ABC):
     * ``store`` with a ``key`` that an active fact holds updates that fact in place
       (``"updated"``), or reports ``"unchanged"`` when nothing differs.
     * ``store`` without a key whose category and content match an active fact (ignoring
-      case and spacing) is ``"unchanged"``: repeating a fact must not duplicate it.
+      case and spacing) of the same writer's memory (:func:`memory_of`) is
+      ``"unchanged"``: repeating a fact must not duplicate it.
     * ``store`` with ``replace_id`` archives that fact and adds the new one in its place
       (``"replaced"``); the new fact inherits the old key unless a key is given.
     * ``forget`` archives; archived facts are invisible to ``get_by_key``, ``search`` and
       ``list`` unless asked for, and ``restore`` brings them back.
     * Invalid input (unknown category, blank content, unknown ``replace_id``) raises
       :class:`MemoryStoreError`; searching never raises on odd query text.
+    * ``where`` narrows ``search`` and ``list`` to what one caller may see; backends apply
+      it in the query itself so a limit counts only visible facts.
+
+    History (``search_history``, ``recent_messages``) is optional: a backend that cannot
+    read the conversation store keeps the defaults, which find nothing.
     """
+
+    #: Registry name of the backend, shown by ``memory_sources_list``.
+    name: str = "memory"
+    #: Whether ``search_history``/``recent_messages`` can return anything.
+    history_available: bool = False
 
     @abstractmethod
     async def store(
@@ -161,6 +294,7 @@ class MemoryBackend(ABC):
         limit: int = 10,
         categories: Iterable[MemoryCategory | str] | None = None,
         include_archived: bool = False,
+        where: MemoryFilter | None = None,
     ) -> list[MemoryFact]:
         """Facts matching *query*, best first; an empty query matches nothing."""
 
@@ -179,8 +313,67 @@ class MemoryBackend(ABC):
         categories: Iterable[MemoryCategory | str] | None = None,
         include_archived: bool = False,
         limit: int | None = None,
+        where: MemoryFilter | None = None,
     ) -> list[MemoryFact]:
         """Facts, most recently updated first."""
+
+    async def apply_batch(
+        self, ops: Sequence[AddOp | ReplaceOp | ArchiveOp], *, provenance: Provenance
+    ) -> list[StoreResult | bool]:
+        """Apply *ops* in order; one result per op (``bool`` for an archive).
+
+        Backends override this to make the batch atomic — background review relies on a
+        consolidation landing whole or not at all. This fallback is sequential and stops
+        at the first error, which may leave earlier operations applied.
+        """
+        results: list[StoreResult | bool] = []
+        for op in ops:
+            results.append(await self._apply_one(op, provenance))
+        return results
+
+    async def _apply_one(
+        self, op: AddOp | ReplaceOp | ArchiveOp, provenance: Provenance
+    ) -> StoreResult | bool:
+        if isinstance(op, ArchiveOp):
+            if not await self.forget(op.id):
+                raise MemoryStoreError(f"no active memory {op.id!r} to archive")
+            return True
+        if isinstance(op, ReplaceOp):
+            return await self.store(
+                op.category, op.content, key=op.key, provenance=provenance, replace_id=op.id
+            )
+        return await self.store(op.category, op.content, key=op.key, provenance=provenance)
+
+    async def search_history(
+        self, query: str, *, limit: int = 10, where: MemoryFilter | None = None
+    ) -> list[HistoryMessage]:
+        """User/assistant messages matching *query*, best first (none by default)."""
+        return []
+
+    async def recent_messages(
+        self,
+        *,
+        after_id: int = 0,
+        speakers: Iterable[Speaker] = ("owner",),
+        limit: int = 200,
+    ) -> list[HistoryMessage]:
+        """The newest *limit* messages after *after_id* by *speakers*, oldest first."""
+        return []
+
+    async def describe(self, *, where: MemoryFilter | None = None) -> dict[str, object]:
+        """Counts for ``memory_sources_list``: active facts per category, archived, history."""
+        facts = await self.list(include_archived=True, where=where)
+        active = [f for f in facts if not f.archived]
+        per_category = {c.value: 0 for c in MemoryCategory}
+        for fact in active:
+            per_category[fact.category.value] += 1
+        return {
+            "backend": self.name,
+            "active": len(active),
+            "archived": len(facts) - len(active),
+            "by_category": per_category,
+            "history": {"available": self.history_available},
+        }
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default holds none."""
@@ -188,7 +381,7 @@ class MemoryBackend(ABC):
 
 # --------------------------------------------------------------------------- helpers
 
-_TOKEN_RE = re.compile(r"\w+")
+_TOKEN_RE = re.compile(r"[^\W_]+")
 _SPACE_RE = re.compile(r"\s+")
 
 
@@ -228,9 +421,14 @@ def normalize_key(key: str | None) -> str | None:
     return key.strip()
 
 
+def fold_content(text: str) -> str:
+    """The form two facts are compared in: case-folded, whitespace runs collapsed."""
+    return _SPACE_RE.sub(" ", text).casefold().strip()
+
+
 def same_content(a: str, b: str) -> bool:
     """Equal ignoring case and runs of whitespace — what counts as a repeated fact."""
-    return _SPACE_RE.sub(" ", a).casefold().strip() == _SPACE_RE.sub(" ", b).casefold().strip()
+    return fold_content(a) == fold_content(b)
 
 
 def tokenize(text: str) -> list[str]:

@@ -4,21 +4,32 @@ It exists so the contract has an executable definition that needs no database, a
 tests of memory *callers* (tools, review, prompt building) can run without SQLite. Search is
 deliberately plain — distinct query words found in the fact, best first — because its job
 is to be predictable, not clever.
+
+History normally lives in the conversation store; here :meth:`InMemoryBackend.add_message`
+records it directly, so review and history recall can be exercised without a database.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
+from fermix_core.channel import ConversationKey
 from fermix_core.memory.backend import (
+    AddOp,
+    ArchiveOp,
+    HistoryMessage,
     MemoryBackend,
     MemoryCategory,
     MemoryFact,
+    MemoryFilter,
     MemoryStoreError,
     Provenance,
+    ReplaceOp,
+    Speaker,
     StoreResult,
+    memory_of,
     normalize_categories,
     normalize_category,
     normalize_content,
@@ -33,13 +44,22 @@ __all__ = ["InMemoryBackend"]
 class InMemoryBackend(MemoryBackend):
     """Facts in a dict, lost when the object goes away."""
 
+    name = "inmemory"
+    history_available = True
+
     def __init__(self) -> None:
         self._facts: dict[str, MemoryFact] = {}
+        self._messages: list[HistoryMessage] = []
         #: Write order, so facts written within one clock tick still sort deterministically.
         self._seq: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._ticks = itertools.count()
         self.closed = False
+
+    @classmethod
+    def from_home(cls, home: object = None, config: object = None) -> InMemoryBackend:
+        """The ``inmemory`` spec's factory; it keeps nothing on disk, so it ignores both."""
+        return cls()
 
     # ------------------------------------------------------------------ writes
 
@@ -78,8 +98,14 @@ class InMemoryBackend(MemoryBackend):
                 self._put(updated)
                 return StoreResult(action="updated", fact=updated, previous=existing)
         else:
+            mine = memory_of(provenance)
             for fact in self._facts.values():
-                if not fact.archived and fact.category == cat and same_content(fact.content, text):
+                if (
+                    not fact.archived
+                    and fact.category == cat
+                    and same_content(fact.content, text)
+                    and mine.matches_fact(fact)
+                ):
                     return StoreResult(action="unchanged", fact=fact)
 
         fact = self._new(cat, text, handle, provenance, now)
@@ -154,12 +180,13 @@ class InMemoryBackend(MemoryBackend):
         limit: int = 10,
         categories: Iterable[MemoryCategory | str] | None = None,
         include_archived: bool = False,
+        where: MemoryFilter | None = None,
     ) -> list[MemoryFact]:
         wanted = set(tokenize(query or ""))
         if not wanted or limit < 1:
             return []
         scored = []
-        for fact in self._candidates(categories, include_archived):
+        for fact in self._candidates(categories, include_archived, where):
             words = set(tokenize(fact.content))
             if fact.key:
                 words.update(tokenize(fact.key))
@@ -175,9 +202,10 @@ class InMemoryBackend(MemoryBackend):
         categories: Iterable[MemoryCategory | str] | None = None,
         include_archived: bool = False,
         limit: int | None = None,
+        where: MemoryFilter | None = None,
     ) -> list[MemoryFact]:
         facts = sorted(
-            self._candidates(categories, include_archived),
+            self._candidates(categories, include_archived, where),
             key=lambda f: (f.updated_at, self._seq[f.id]),
             reverse=True,
         )
@@ -186,16 +214,104 @@ class InMemoryBackend(MemoryBackend):
     async def aclose(self) -> None:
         self.closed = True
 
+    # ------------------------------------------------------------------ batches
+
+    async def apply_batch(
+        self, ops: Sequence[AddOp | ReplaceOp | ArchiveOp], *, provenance: Provenance
+    ) -> list[StoreResult | bool]:
+        """All of *ops* or none: on an error the facts are put back as they were.
+
+        Nothing in here awaits anything that suspends, so no other task can observe the
+        batch half-applied either.
+        """
+        facts, seq = dict(self._facts), dict(self._seq)
+        try:
+            return [await self._apply_one(op, provenance) for op in ops]
+        except BaseException:
+            self._facts, self._seq = facts, seq
+            raise
+
+    # ------------------------------------------------------------------ history
+
+    def add_message(
+        self,
+        conversation_key: ConversationKey | tuple[str, str, str | None],
+        role: str,
+        speaker: Speaker,
+        text: str,
+        *,
+        created_at: datetime | None = None,
+    ) -> HistoryMessage:
+        """Record one history message, as the conversation store would have."""
+        message = HistoryMessage(
+            id=len(self._messages) + 1,
+            conversation_key=ConversationKey(*conversation_key),
+            role=role,  # type: ignore[arg-type]
+            speaker=speaker,
+            text=text,
+            created_at=created_at or datetime.now(UTC),
+        )
+        self._messages.append(message)
+        return message
+
+    async def search_history(
+        self, query: str, *, limit: int = 10, where: MemoryFilter | None = None
+    ) -> list[HistoryMessage]:
+        wanted = set(tokenize(query or ""))
+        if not wanted or limit < 1:
+            return []
+        scored = []
+        for message in self._messages:
+            if where is not None and not where.matches(
+                message.speaker, message.conversation_key, None
+            ):
+                continue
+            score = len(wanted & set(tokenize(message.text)))
+            if score:
+                scored.append((score, message.id, message))
+        scored.sort(key=lambda row: row[:2], reverse=True)
+        return [row[2] for row in scored[:limit]]
+
+    async def recent_messages(
+        self,
+        *,
+        after_id: int = 0,
+        speakers: Iterable[Speaker] = ("owner",),
+        limit: int = 200,
+    ) -> list[HistoryMessage]:
+        allowed = set(speakers)
+        rows = [m for m in self._messages if m.id > after_id and m.speaker in allowed]
+        return rows[-limit:] if limit > 0 else []
+
+    async def describe(self, *, where: MemoryFilter | None = None) -> dict[str, object]:
+        report = await super().describe(where=where)
+        visible = [
+            m
+            for m in self._messages
+            if where is None or where.matches(m.speaker, m.conversation_key, None)
+        ]
+        report["history"] = {
+            "available": True,
+            "messages": len(visible),
+            "conversations": len({m.conversation_key for m in visible}),
+        }
+        return report
+
     # ------------------------------------------------------------------ internals
 
     def _candidates(
-        self, categories: Iterable[MemoryCategory | str] | None, include_archived: bool
+        self,
+        categories: Iterable[MemoryCategory | str] | None,
+        include_archived: bool,
+        where: MemoryFilter | None = None,
     ) -> list[MemoryFact]:
         cats = normalize_categories(categories)
         return [
             f
             for f in self._facts.values()
-            if (include_archived or not f.archived) and (cats is None or f.category in cats)
+            if (include_archived or not f.archived)
+            and (cats is None or f.category in cats)
+            and (where is None or where.matches_fact(f))
         ]
 
     def _active_by_key(self, key: str) -> MemoryFact | None:

@@ -1,0 +1,249 @@
+"""Long-term memory at scale: ``memory_recall`` latency and FTS5 index size.
+
+One ``memory.db`` in a temporary directory grows through three sizes — 10k, 100k and 1M
+stored facts, with as many conversation messages — and at each size the benchmark runs
+the real ``memory_recall`` tool (scope ``owner``, source ``all``: the fact search, the
+history search and the fencing) on a fixed set of queries, plus the bare fact search.
+
+Rows are generated once and bulk-inserted with plain SQL in large transactions (the facts
+through the table whose triggers maintain the FTS index, the messages into the conversation
+store's tables), because a million one-row transactions would measure fsync, not search.
+History is then indexed by the backend's own catch-up, whose time is reported.
+
+Text comes from a synthetic vocabulary with a Zipf-like word distribution, so common words
+match a large share of rows the way "the project" would in real memory; queries mix common
+and rare words. Index size is read from ``dbstat`` and reported per 100k rows.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+SIZES = (10_000, 100_000, 1_000_000)
+QUERIES = 100
+WARMUP = 10
+VOCABULARY = 20_000
+FACT_WORDS = (6, 16)
+MESSAGE_WORDS = (8, 30)
+CHUNK = 50_000
+SEED = 20250301
+
+_SYLLABLES = [
+    c + v
+    for c in ("b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z")
+    for v in ("a", "e", "i", "o", "u", "ai", "ou")
+]
+
+
+def _vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
+    words: set[str] = set()
+    while len(words) < VOCABULARY:
+        words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
+    ordered = sorted(words)
+    rng.shuffle(ordered)
+    weights = [1.0 / (rank + 1) ** 1.05 for rank in range(len(ordered))]
+    return ordered, weights
+
+
+class Text:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.words, weights = _vocabulary(rng)
+        total = sum(weights)
+        acc, self.cumulative = 0.0, []
+        for w in weights:
+            acc += w / total
+            self.cumulative.append(acc)
+
+    def sentence(self, bounds: tuple[int, int]) -> str:
+        n = self.rng.randint(*bounds)
+        picks = self.rng.choices(self.words, cum_weights=self.cumulative, k=n)
+        return " ".join(picks).capitalize()
+
+    def query(self) -> str:
+        # One word from the head of the distribution, one or two from anywhere.
+        head = self.rng.choice(self.words[:200])
+        tail = self.rng.choices(self.words, cum_weights=self.cumulative, k=self.rng.randint(1, 2))
+        return " ".join([head, *tail])
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ms = sorted(s * 1000 for s in samples)
+    return {
+        "n": len(ms),
+        "p50_ms": round(statistics.median(ms), 3),
+        "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 3),
+        "max_ms": round(ms[-1], 3),
+    }
+
+
+def _insert_facts(conn: sqlite3.Connection, text: Text, start: int, count: int) -> None:
+    speakers = ["owner"] * 16 + ["system"] * 2 + ["guest", "job"]
+    categories = ["identity", "preference", "interest", "goal", "context", "directive"]
+    now = time.time()
+    for offset in range(0, count, CHUNK):
+        rows = []
+        for i in range(start + offset, start + min(offset + CHUNK, count)):
+            speaker = text.rng.choice(speakers)
+            content = text.sentence(FACT_WORDS)
+            conv = '["telegram","g",null]' if speaker == "guest" else None
+            rows.append(
+                (
+                    text.rng.choice(categories),
+                    content,
+                    content.casefold(),
+                    speaker,
+                    conv,
+                    "nightly" if speaker == "job" else None,
+                    now - (count - i),
+                    now - (count - i),
+                    i + 1,
+                )
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO memory_facts (category, key, content, folded, speaker, conversation_key, "
+            "job_id, archived, created_at, updated_at, seq) VALUES (?, NULL, ?, ?, ?, ?, ?, 0, ?, "
+            "?, ?)",
+            rows,
+        )
+        conn.execute("COMMIT")
+
+
+def _insert_messages(conn: sqlite3.Connection, text: Text, start: int, count: int) -> None:
+    conversations = 200
+    conn.execute("BEGIN IMMEDIATE")
+    for c in range(conversations):
+        conn.execute(
+            "INSERT OR IGNORE INTO conversations (id, key, channel, chat_id, thread_id, "
+            "window_start_seq, summary_message_id, created_at, updated_at) "
+            "VALUES (?, ?, 'bench', ?, NULL, 0, NULL, 0, 0)",
+            (c + 1, f'["bench","{c}",null]', str(c)),
+        )
+    conn.execute("COMMIT")
+    for offset in range(0, count, CHUNK):
+        rows = []
+        for i in range(start + offset, start + min(offset + CHUNK, count)):
+            role = "user" if i % 2 == 0 else "assistant"
+            speaker = "guest" if i % 10 == 9 else "owner"
+            rows.append(
+                (i % conversations + 1, i + 1, i + 1, role, speaker, text.sentence(MESSAGE_WORDS))
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, "
+            "speaker, sender_id, body, text, created_at) "
+            "VALUES (?, NULL, ?, ?, 'message', ?, ?, NULL, '{}', ?, 0)",
+            rows,
+        )
+        conn.execute("COMMIT")
+
+
+def _index_bytes(conn: sqlite3.Connection, table: str) -> int:
+    row = conn.execute(
+        "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE ?", (f"{table}%",)
+    ).fetchone()
+    return int(row[0])
+
+
+async def _measure(path: Path, home: Path, queries: list[str]) -> dict:
+    from fermix_core.memory.scope import JOB_ID_STATE_KEY  # noqa: F401 - documents the scope key
+    from fermix_core.memory.sqlite import SqliteMemoryBackend
+    from fermix_core.tool import ToolContext, Trust, build_tool
+    from fermix_tools.memory.plugin import MEMORY_RECALL
+
+    class Home:
+        def __init__(self, root: Path) -> None:
+            self.path = root
+
+    backend = await SqliteMemoryBackend.open(path)
+    try:
+        started = time.perf_counter()
+        indexed = await backend.catch_up_history()
+        catch_up_s = time.perf_counter() - started
+        tool = build_tool(MEMORY_RECALL)
+        ctx = ToolContext(
+            trust=Trust.OPERATOR,
+            cwd=home,
+            home=Home(home),
+            conversation_key=("bench", "0", None),
+            session_id="bench",
+            services={"memory": backend},
+        )
+        for q in queries[:WARMUP]:
+            await tool.invoke({"query": q}, ctx)
+        recall, facts_only, hits = [], [], []
+        for q in queries:
+            t0 = time.perf_counter()
+            out = await tool.invoke({"query": q, "scope": "owner", "source": "all"}, ctx)
+            t1 = time.perf_counter()
+            await backend.search(q, limit=10)
+            t2 = time.perf_counter()
+            recall.append(t1 - t0)
+            facts_only.append(t2 - t1)
+            hits.append(len(out.data["facts"]) + len(out.data["history"]))
+        return {
+            "history_catch_up": {"rows": indexed, "seconds": round(catch_up_s, 3)},
+            "memory_recall": _percentiles(recall),
+            "fact_search": _percentiles(facts_only),
+            "mean_results": round(statistics.mean(hits), 1),
+        }
+    finally:
+        await backend.aclose()
+
+
+async def _main() -> dict:
+    from fermix_core.memory.sqlite import SqliteMemoryBackend
+    from fermix_core.store import ConversationStore
+
+    rng = random.Random(SEED)
+    text = Text(rng)
+    queries = [text.query() for _ in range(QUERIES)]
+    results: dict = {"sizes": {}, "queries": QUERIES, "query_examples": queries[:3]}
+    with tempfile.TemporaryDirectory(prefix="fermix-bench-memory-") as tmp:
+        home = Path(tmp)
+        path = home / "memory.db"
+        store = await ConversationStore.open(path)
+        await store.close()
+        backend = await SqliteMemoryBackend.open(path)
+        await backend.aclose()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        have = 0
+        for size in SIZES:
+            t0 = time.perf_counter()
+            _insert_facts(conn, text, have, size - have)
+            _insert_messages(conn, text, have, size - have)
+            have = size
+            load_s = time.perf_counter() - t0
+            measured = await _measure(path, home, queries)
+            facts_fts = _index_bytes(conn, "memory_facts_fts")
+            history_fts = _index_bytes(conn, "memory_history_fts")
+            measured["load_seconds"] = round(load_s, 2)
+            measured["fts_index_bytes"] = {"facts": facts_fts, "history": history_fts}
+            measured["fts_index_bytes_per_100k_rows"] = {
+                "facts": round(facts_fts * 100_000 / size),
+                "history": round(history_fts * 100_000 / size),
+            }
+            measured["database_bytes"] = path.stat().st_size
+            results["sizes"][f"{size}"] = measured
+        conn.close()
+    return results
+
+
+def run() -> dict:
+    """Grow one memory.db to 10k, 100k and 1M facts (+ as many messages) and measure."""
+    return anyio.run(_main)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=2))

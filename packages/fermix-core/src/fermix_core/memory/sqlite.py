@@ -1,0 +1,246 @@
+"""The default memory backend: facts in ``memory.db`` with FTS5 full-text search.
+
+Layout (all tables prefixed ``memory_``; the schema version is the ``"memory"`` row of the
+shared ``schema_version`` table, so history and memory migrate independently):
+
+* ``memory_facts`` — one row per fact, archived rows included (forgetting archives).
+* ``memory_facts_fts`` — an **external-content** FTS5 index over ``content`` and ``key``,
+  kept in step by triggers on ``memory_facts``. External content stores no second copy of
+  the text, and triggers make the index part of every write's transaction, so a crash can
+  never leave a fact unsearchable. Archived facts stay indexed (``include_archived``
+  searches need them); visibility is filtered in the join.
+* ``memory_history_fts`` — an external-content FTS5 index over the conversation store's
+  ``messages.text``. This module never writes the store's tables, so there are no triggers
+  on them; instead the index catches up lazily from a watermark (``memory_state``) before
+  history is searched. That is sound because the store only ever appends messages: row ids
+  grow, and a row, once committed, never changes or disappears.
+
+Ranking is bm25 (content weighs twice a key), ties broken by recency, over the newest
+``RANK_WINDOW`` (5,000) visible matches: a common word can match most of a large memory,
+and scoring every match would cost each recall hundreds of milliseconds. Query text never
+reaches FTS5 syntax: it is cut into words, each quoted, words of three or more letters
+matched as prefixes ("deploy" finds "deployment"), common English stop words dropped, and
+the words OR-ed — so ``"``, ``NOT`` or ``(`` are just text.
+
+One connection per backend, used by one worker thread at a time (a ``CapacityLimiter(1)``),
+WAL journaling, and ``BEGIN IMMEDIATE`` for every write, so the daemon, the CLI and the
+conversation store can share the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from fermix_core.memory.backend import (
+    AddOp,
+    ArchiveOp,
+    HistoryMessage,
+    MemoryBackend,
+    MemoryCategory,
+    MemoryFact,
+    MemoryFilter,
+    MemoryStoreError,
+    Provenance,
+    ReplaceOp,
+    Speaker,
+    StoreResult,
+    normalize_categories,
+    normalize_category,
+    normalize_content,
+    normalize_key,
+)
+from fermix_core.memory.sqlite_engine import SyncMemory
+from fermix_core.memory.sqlite_schema import (
+    COMPONENT,
+    SCHEMA_VERSION,
+    MemoryDatabaseError,
+    MemorySchemaError,
+    connect,
+    match_expression,
+)
+
+__all__ = [
+    "COMPONENT",
+    "SCHEMA_VERSION",
+    "MemoryDatabaseError",
+    "MemorySchemaError",
+    "SqliteMemoryBackend",
+    "match_expression",
+    "open_sqlite_backend",
+]
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- async facade
+
+
+class SqliteMemoryBackend(MemoryBackend):
+    """Long-term memory in ``memory.db``. Build it with ``await SqliteMemoryBackend.open(path)``."""
+
+    name = "sqlite"
+    history_available = True
+
+    def __init__(self, sync: SyncMemory) -> None:
+        self._sync: SyncMemory | None = sync
+        self._limiter = anyio.CapacityLimiter(1)
+        self.path = sync.path
+
+    @classmethod
+    async def open(cls, path: Path | str) -> SqliteMemoryBackend:
+        """Open (creating the memory tables as needed) the database at *path*.
+
+        Raises :class:`MemorySchemaError` for a newer memory schema and
+        :class:`MemoryDatabaseError` for a file that cannot be used.
+        """
+        target = Path(path)
+        conn = await anyio.to_thread.run_sync(connect, target)
+        return cls(SyncMemory(conn, target))
+
+    async def aclose(self) -> None:
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            await anyio.to_thread.run_sync(sync.close, limiter=self._limiter)
+
+    async def _call(self, method: Callable[..., T], /, *args: Any) -> T:
+        if self._sync is None:
+            raise MemoryDatabaseError(f"the memory backend for {self.path} is closed")
+        sync = self._sync
+
+        def call() -> T:
+            if self._sync is None:
+                raise MemoryDatabaseError(
+                    f"the memory backend for {self.path} was closed while this call waited"
+                )
+            return method(sync, *args)
+
+        try:
+            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+        except sqlite3.IntegrityError as exc:
+            raise MemoryStoreError(
+                f"memory write refused by the database ({exc}); another process may have "
+                "changed the same fact — retry"
+            ) from exc
+        except sqlite3.Error as exc:
+            raise MemoryDatabaseError(
+                f"memory at {self.path} failed ({type(exc).__name__}: {exc}); check free disk "
+                "space and that the file is writable, then retry"
+            ) from exc
+
+    # ------------------------------------------------------------------ contract
+
+    async def store(
+        self,
+        category: MemoryCategory | str,
+        content: str,
+        *,
+        key: str | None = None,
+        provenance: Provenance,
+        replace_id: str | None = None,
+    ) -> StoreResult:
+        cat = normalize_category(category)
+        text = normalize_content(content)
+        handle = normalize_key(key)
+        if not isinstance(provenance, Provenance):
+            raise MemoryStoreError("provenance must be a Provenance saying who caused the write")
+        return await self._call(SyncMemory.store, cat, text, handle, provenance, replace_id)
+
+    async def get(self, id: str) -> MemoryFact | None:
+        return await self._call(SyncMemory.get, id)
+
+    async def get_by_key(self, key: str) -> MemoryFact | None:
+        if not isinstance(key, str) or not key.strip():
+            return None
+        return await self._call(SyncMemory.get_by_key, key.strip())
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        categories: Iterable[MemoryCategory | str] | None = None,
+        include_archived: bool = False,
+        where: MemoryFilter | None = None,
+    ) -> list[MemoryFact]:
+        expression = match_expression(query)
+        if expression is None or limit < 1:
+            return []
+        cats = normalize_categories(categories)
+        return await self._call(SyncMemory.search, expression, limit, cats, include_archived, where)
+
+    async def forget(self, id: str) -> bool:
+        return await self._call(SyncMemory.forget, id)
+
+    async def restore(self, id: str) -> bool:
+        return await self._call(SyncMemory.restore, id)
+
+    async def list(
+        self,
+        *,
+        categories: Iterable[MemoryCategory | str] | None = None,
+        include_archived: bool = False,
+        limit: int | None = None,
+        where: MemoryFilter | None = None,
+    ) -> list[MemoryFact]:
+        cats = normalize_categories(categories)
+        return await self._call(SyncMemory.list, cats, include_archived, limit, where)
+
+    async def apply_batch(
+        self, ops: Sequence[AddOp | ReplaceOp | ArchiveOp], *, provenance: Provenance
+    ) -> list[StoreResult | bool]:
+        """All of *ops* in one transaction: a failure leaves memory exactly as it was."""
+        return await self._call(SyncMemory.apply_batch, list(ops), provenance)
+
+    # ------------------------------------------------------------------ history
+
+    async def search_history(
+        self, query: str, *, limit: int = 10, where: MemoryFilter | None = None
+    ) -> list[HistoryMessage]:
+        expression = match_expression(query)
+        if expression is None or limit < 1:
+            return []
+        return await self._call(SyncMemory.search_history, expression, limit, where)
+
+    async def recent_messages(
+        self,
+        *,
+        after_id: int = 0,
+        speakers: Iterable[Speaker] = ("owner",),
+        limit: int = 200,
+    ) -> list[HistoryMessage]:
+        return await self._call(SyncMemory.recent_messages, after_id, sorted(set(speakers)), limit)
+
+    async def catch_up_history(self) -> int:
+        """Bring the history index up to date now (search does it on its own)."""
+        return await self._call(SyncMemory.catch_up_history)
+
+    async def describe(self, *, where: MemoryFilter | None = None) -> dict[str, object]:
+        counts = await self._call(SyncMemory.fact_counts, where)
+        per_category = {c.value: 0 for c in MemoryCategory}
+        active = archived = 0
+        for category, is_archived, count in counts:
+            if is_archived:
+                archived += count
+            else:
+                active += count
+                per_category[category] = per_category.get(category, 0) + count
+        return {
+            "backend": self.name,
+            "path": str(self.path),
+            "active": active,
+            "archived": archived,
+            "by_category": per_category,
+            "history": await self._call(SyncMemory.history_counts, where),
+        }
+
+
+async def open_sqlite_backend(home: Any, config: Any = None) -> SqliteMemoryBackend:
+    """The ``sqlite`` spec's factory: the backend on ``FERMIX_HOME/memory.db``."""
+    path = getattr(home, "memory_db", None) or Path(getattr(home, "path", home)) / "memory.db"
+    return await SqliteMemoryBackend.open(path)

@@ -1,0 +1,515 @@
+"""The SQL of the SQLite memory backend, run synchronously on one connection.
+
+Everything here runs on the backend's worker thread, one call at a time (the async facade
+in :mod:`fermix_core.memory.sqlite` guarantees that). Each public method is one
+transaction; the ``*_in_tx`` variants run inside a caller's transaction so a batch can
+land whole or not at all. Interpolated SQL fragments are constants or ``?`` lists: every
+value is bound.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fermix_core.channel import ConversationKey
+from fermix_core.memory.backend import (
+    AddOp,
+    ArchiveOp,
+    HistoryMessage,
+    MemoryCategory,
+    MemoryFact,
+    MemoryFilter,
+    MemoryStoreError,
+    Provenance,
+    ReplaceOp,
+    StoreResult,
+    fold_content,
+    memory_of,
+    normalize_categories,
+    normalize_content,
+    normalize_key,
+)
+
+__all__ = ["HISTORY_BATCH", "RANK_WINDOW", "SyncMemory"]
+
+#: Messages indexed per catch-up transaction, so a large backlog never holds the write
+#: lock long enough to stall a turn's commit.
+HISTORY_BATCH = 20_000
+#: A search ranks (bm25) at most this many visible matches, the newest ones: past that, a
+#: common word would make every recall score a large share of memory for ten results.
+RANK_WINDOW = 5_000
+_HISTORY_WATERMARK = "history_indexed_id"
+_SEQ = "seq"
+
+_FACT_COLUMNS = (
+    "f.id, f.category, f.key, f.content, f.speaker, f.conversation_key, f.job_id, f.archived, "
+    "f.created_at, f.updated_at"
+)
+_PLAIN_FACT_COLUMNS = _FACT_COLUMNS.replace("f.", "")
+_MESSAGE_COLUMNS = (
+    "m.id, c.channel, c.chat_id, c.thread_id, m.role, m.speaker, m.text, m.created_at"
+)
+_PLAIN_MESSAGE_COLUMNS = "id, channel, chat_id, thread_id, role, speaker, text, created_at"
+
+
+def _parse_id(fid: object) -> int | None:
+    """The row id *fid* names, accepting only its canonical spelling ("12", not "012")."""
+    if not isinstance(fid, str) or not fid.isascii() or not fid.isdigit():
+        return None
+    number = int(fid)
+    return number if str(number) == fid and number < 2**63 else None
+
+
+def _key_json(key: Sequence[str | None] | None) -> str | None:
+    if key is None:
+        return None
+    return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+
+def _stamp(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _fact(row: tuple) -> MemoryFact:
+    fid, category, key, content, speaker, conv, job_id, archived, created, updated = row
+    provenance = Provenance(
+        speaker=speaker,
+        conversation_key=ConversationKey(*json.loads(conv)) if conv else None,
+        job_id=job_id,
+    )
+    return MemoryFact(
+        id=str(fid),
+        category=MemoryCategory(category),
+        key=key,
+        content=content,
+        provenance=provenance,
+        created_at=_stamp(created),
+        updated_at=_stamp(updated),
+        archived=bool(archived),
+    )
+
+
+def _message(row: tuple) -> HistoryMessage:
+    mid, channel, chat_id, thread_id, role, speaker, text, created = row
+    return HistoryMessage(
+        id=mid,
+        conversation_key=ConversationKey(channel, chat_id, thread_id),
+        role=role,
+        speaker=speaker,
+        text=text,
+        created_at=_stamp(created),
+    )
+
+
+def _fact_filter(where: MemoryFilter | None) -> tuple[str, list[Any]]:
+    if where is None:
+        return "", []
+    if where.empty:
+        return " AND 0", []
+    sql, params = "", []
+    if where.speakers is not None:
+        sql += f" AND f.speaker IN ({', '.join('?' * len(where.speakers)) or 'NULL'})"
+        params += sorted(where.speakers)
+    if where.conversation_key is not None:
+        sql += " AND f.conversation_key = ?"
+        params.append(_key_json(where.conversation_key))
+    if where.job_id is not None:
+        sql += " AND f.job_id = ?"
+        params.append(where.job_id)
+    return sql, params
+
+
+def _message_filter(where: MemoryFilter | None) -> tuple[str, list[Any]]:
+    if where is None:
+        return "", []
+    if where.empty or where.job_id is not None:
+        return " AND 0", []  # history rows carry no job id
+    sql, params = "", []
+    if where.speakers is not None:
+        sql += f" AND m.speaker IN ({', '.join('?' * len(where.speakers)) or 'NULL'})"
+        params += sorted(where.speakers)
+    if where.conversation_key is not None:
+        channel, chat_id, thread_id = where.conversation_key
+        sql += " AND c.channel = ? AND c.chat_id = ? AND c.thread_id IS ?"
+        params += [channel, chat_id, thread_id]
+    return sql, params
+
+
+def _category_filter(categories: Iterable[MemoryCategory | str] | None) -> tuple[str, list[Any]]:
+    cats = normalize_categories(categories)
+    if cats is None:
+        return "", []
+    if not cats:
+        return " AND 0", []
+    return f" AND f.category IN ({', '.join('?' * len(cats))})", sorted(c.value for c in cats)
+
+
+# --------------------------------------------------------------------------- the SQL
+
+
+class SyncMemory:
+    """All SQL of the SQLite backend, on one connection, one caller at a time."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ facts
+
+    def _next_seq(self) -> int:
+        row = self.conn.execute(
+            "INSERT INTO memory_state (name, value) VALUES (?, '1') ON CONFLICT (name) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + 1 RETURNING value",
+            (_SEQ,),
+        ).fetchone()
+        return int(row[0])
+
+    def _row(self, fid: int) -> MemoryFact | None:
+        row = self.conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM memory_facts f WHERE f.id = ?",  # noqa: S608
+            (fid,),
+        ).fetchone()
+        return _fact(row) if row else None
+
+    def _active_by_key(self, key: str) -> MemoryFact | None:
+        row = self.conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM memory_facts f WHERE f.key = ? AND f.archived = 0",  # noqa: S608
+            (key,),
+        ).fetchone()
+        return _fact(row) if row else None
+
+    def _insert(
+        self, cat: MemoryCategory, text: str, key: str | None, prov: Provenance, now: float
+    ) -> MemoryFact:
+        fid = self.conn.execute(
+            "INSERT INTO memory_facts (category, key, content, folded, speaker, "
+            "conversation_key, job_id, archived, created_at, updated_at, seq) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            (
+                cat.value,
+                key,
+                text,
+                fold_content(text),
+                prov.speaker,
+                _key_json(prov.conversation_key),
+                prov.job_id,
+                now,
+                now,
+                self._next_seq(),
+            ),
+        ).lastrowid
+        return self._row(int(fid))  # type: ignore[return-value]
+
+    def store_in_tx(
+        self,
+        cat: MemoryCategory,
+        text: str,
+        key: str | None,
+        prov: Provenance,
+        replace_id: str | None,
+    ) -> StoreResult:
+        now = time.time()
+        if replace_id is not None:
+            return self._replace(replace_id, cat, text, key, prov, now)
+        if key is not None:
+            existing = self._active_by_key(key)
+            if existing is not None:
+                if existing.category == cat and existing.content == text:
+                    return StoreResult(action="unchanged", fact=existing)
+                self.conn.execute(
+                    "UPDATE memory_facts SET category = ?, content = ?, folded = ?, speaker = ?, "
+                    "conversation_key = ?, job_id = ?, updated_at = ?, seq = ? WHERE id = ?",
+                    (
+                        cat.value,
+                        text,
+                        fold_content(text),
+                        prov.speaker,
+                        _key_json(prov.conversation_key),
+                        prov.job_id,
+                        max(now, existing.updated_at.timestamp()),
+                        self._next_seq(),
+                        int(existing.id),
+                    ),
+                )
+                updated = self._row(int(existing.id))
+                assert updated is not None
+                return StoreResult(action="updated", fact=updated, previous=existing)
+        else:
+            mine_sql, mine_params = _fact_filter(memory_of(prov))
+            row = self.conn.execute(
+                f"SELECT {_FACT_COLUMNS} FROM memory_facts f WHERE f.category = ? "  # noqa: S608
+                f"AND f.folded = ? AND f.archived = 0{mine_sql} LIMIT 1",
+                (cat.value, fold_content(text), *mine_params),
+            ).fetchone()
+            if row is not None:
+                return StoreResult(action="unchanged", fact=_fact(row))
+        return StoreResult(action="added", fact=self._insert(cat, text, key, prov, now))
+
+    def _replace(
+        self,
+        replace_id: str,
+        cat: MemoryCategory,
+        text: str,
+        key: str | None,
+        prov: Provenance,
+        now: float,
+    ) -> StoreResult:
+        old = self.get(replace_id)
+        if old is None:
+            raise MemoryStoreError(
+                f"no memory with id {replace_id!r} to replace; search or list to find it"
+            )
+        if old.archived:
+            raise MemoryStoreError(
+                f"memory {replace_id!r} is archived; restore it before replacing it"
+            )
+        new_key = key if key is not None else old.key
+        if new_key is not None:
+            holder = self._active_by_key(new_key)
+            if holder is not None and holder.id != old.id:
+                raise MemoryStoreError(
+                    f"key {new_key!r} is held by memory {holder.id!r}; replace that one instead"
+                )
+        if old.category == cat and old.content == text and old.key == new_key:
+            return StoreResult(action="unchanged", fact=old)
+        self.conn.execute(
+            "UPDATE memory_facts SET archived = 1, updated_at = ?, seq = ? WHERE id = ?",
+            (now, self._next_seq(), int(old.id)),
+        )
+        fact = self._insert(cat, text, new_key, prov, now)
+        return StoreResult(action="replaced", fact=fact, previous=old)
+
+    def store(
+        self,
+        cat: MemoryCategory,
+        text: str,
+        key: str | None,
+        prov: Provenance,
+        replace_id: str | None,
+    ) -> StoreResult:
+        with self._write():
+            return self.store_in_tx(cat, text, key, prov, replace_id)
+
+    def forget_in_tx(self, fid: str) -> bool:
+        number = _parse_id(fid)
+        if number is None:
+            return False
+        changed = self.conn.execute(
+            "UPDATE memory_facts SET archived = 1, updated_at = ?, seq = ? "
+            "WHERE id = ? AND archived = 0",
+            (time.time(), self._next_seq(), number),
+        ).rowcount
+        return bool(changed)
+
+    def forget(self, fid: str) -> bool:
+        with self._write():
+            return self.forget_in_tx(fid)
+
+    def restore(self, fid: str) -> bool:
+        with self._write():
+            fact = self.get(fid)
+            if fact is None or not fact.archived:
+                return False
+            if fact.key is not None:
+                holder = self._active_by_key(fact.key)
+                if holder is not None:
+                    raise MemoryStoreError(
+                        f"cannot restore {fid!r}: its key {fact.key!r} is now held by memory "
+                        f"{holder.id!r}; forget that one first"
+                    )
+            self.conn.execute(
+                "UPDATE memory_facts SET archived = 0, updated_at = ?, seq = ? WHERE id = ?",
+                (time.time(), self._next_seq(), int(fact.id)),
+            )
+            return True
+
+    def apply_batch(
+        self, ops: Sequence[AddOp | ReplaceOp | ArchiveOp], prov: Provenance
+    ) -> list[StoreResult | bool]:
+        results: list[StoreResult | bool] = []
+        with self._write():
+            for op in ops:
+                if isinstance(op, ArchiveOp):
+                    if not self.forget_in_tx(op.id):
+                        raise MemoryStoreError(f"no active memory {op.id!r} to archive")
+                    results.append(True)
+                    continue
+                text = normalize_content(op.content)
+                key = normalize_key(op.key)
+                replace_id = op.id if isinstance(op, ReplaceOp) else None
+                results.append(self.store_in_tx(op.category, text, key, prov, replace_id))
+        return results
+
+    def get(self, fid: str) -> MemoryFact | None:
+        number = _parse_id(fid)
+        return None if number is None else self._row(number)
+
+    def get_by_key(self, key: str) -> MemoryFact | None:
+        return self._active_by_key(key)
+
+    def search(
+        self,
+        expression: str,
+        limit: int,
+        categories: Iterable[MemoryCategory | str] | None,
+        include_archived: bool,
+        where: MemoryFilter | None,
+    ) -> list[MemoryFact]:
+        cat_sql, cat_params = _category_filter(categories)
+        where_sql, where_params = _fact_filter(where)
+        archived = "" if include_archived else " AND f.archived = 0"
+        # Inner: the newest RANK_WINDOW visible matches, walked in rowid order (cheap, and
+        # bm25 is only computed for rows that pass the filters). Outer: rank those.
+        rows = self.conn.execute(
+            f"SELECT {_PLAIN_FACT_COLUMNS} FROM (SELECT {_FACT_COLUMNS}, f.seq AS seq, "  # noqa: S608
+            "bm25(memory_facts_fts, 2.0, 1.0) AS score FROM memory_facts_fts "
+            "JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+            f"WHERE memory_facts_fts MATCH ?{archived}{cat_sql}{where_sql} "
+            "ORDER BY memory_facts_fts.rowid DESC LIMIT ?) "
+            "ORDER BY score, updated_at DESC, seq DESC LIMIT ?",
+            (expression, *cat_params, *where_params, RANK_WINDOW, limit),
+        ).fetchall()
+        return [_fact(row) for row in rows]
+
+    def list(
+        self,
+        categories: Iterable[MemoryCategory | str] | None,
+        include_archived: bool,
+        limit: int | None,
+        where: MemoryFilter | None,
+    ) -> list[MemoryFact]:
+        cat_sql, cat_params = _category_filter(categories)
+        where_sql, where_params = _fact_filter(where)
+        archived = "" if include_archived else " AND f.archived = 0"
+        rows = self.conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM memory_facts f WHERE 1{archived}{cat_sql}{where_sql} "  # noqa: S608
+            "ORDER BY f.updated_at DESC, f.seq DESC LIMIT ?",
+            (*cat_params, *where_params, -1 if limit is None else max(limit, 0)),
+        ).fetchall()
+        return [_fact(row) for row in rows]
+
+    def fact_counts(self, where: MemoryFilter | None) -> list[tuple[str, int, int]]:
+        where_sql, params = _fact_filter(where)
+        return self.conn.execute(
+            f"SELECT f.category, f.archived, COUNT(*) FROM memory_facts f WHERE 1{where_sql} "  # noqa: S608
+            "GROUP BY f.category, f.archived",
+            params,
+        ).fetchall()
+
+    # ------------------------------------------------------------------ history
+
+    def _history_tables(self) -> bool:
+        rows = self.conn.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('messages', 'conversations')"
+        ).fetchone()
+        return int(rows[0]) == 2
+
+    def _watermark(self) -> int:
+        row = self.conn.execute(
+            "SELECT value FROM memory_state WHERE name = ?", (_HISTORY_WATERMARK,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def catch_up_history(self) -> int:
+        """Index messages appended since the last catch-up; returns how many rows it read."""
+        if not self._history_tables():
+            return 0
+        top = self.conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
+        if top is None or int(top) <= self._watermark():
+            return 0
+        seen = 0
+        while True:
+            with self._write() as conn:
+                mark = self._watermark()  # another process may have caught up meanwhile
+                end = min(int(top), mark + HISTORY_BATCH)
+                if mark >= end:
+                    return seen
+                conn.execute(
+                    "INSERT INTO memory_history_fts (rowid, text) SELECT id, text FROM messages "
+                    "WHERE id > ? AND id <= ? AND role IN ('user', 'assistant') "
+                    "AND kind IN ('message', 'summary') AND text != ''",
+                    (mark, end),
+                )
+                conn.execute(
+                    "INSERT INTO memory_state (name, value) VALUES (?, ?) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (_HISTORY_WATERMARK, str(end)),
+                )
+            seen += end - mark
+            if end >= int(top):
+                return seen
+
+    def search_history(
+        self, expression: str, limit: int, where: MemoryFilter | None
+    ) -> list[HistoryMessage]:
+        if not self._history_tables():
+            return []
+        self.catch_up_history()
+        where_sql, params = _message_filter(where)
+        rows = self.conn.execute(
+            f"SELECT {_PLAIN_MESSAGE_COLUMNS} FROM (SELECT {_MESSAGE_COLUMNS}, "  # noqa: S608
+            "bm25(memory_history_fts) AS score FROM memory_history_fts "
+            "JOIN messages m ON m.id = memory_history_fts.rowid "
+            "JOIN conversations c ON c.id = m.conversation_id "
+            f"WHERE memory_history_fts MATCH ?{where_sql} "
+            "ORDER BY memory_history_fts.rowid DESC LIMIT ?) "
+            "ORDER BY score, id DESC LIMIT ?",
+            (expression, *params, RANK_WINDOW, limit),
+        ).fetchall()
+        return [_message(row) for row in rows]
+
+    def recent_messages(
+        self, after_id: int, speakers: Sequence[str], limit: int
+    ) -> list[HistoryMessage]:
+        if not self._history_tables() or not speakers or limit < 1:
+            return []
+        rows = self.conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages m "  # noqa: S608
+            "JOIN conversations c ON c.id = m.conversation_id "
+            f"WHERE m.id > ? AND m.speaker IN ({', '.join('?' * len(speakers))}) "
+            "AND m.kind = 'message' AND m.role IN ('user', 'assistant') AND m.text != '' "
+            "ORDER BY m.id DESC LIMIT ?",
+            (after_id, *speakers, limit),
+        ).fetchall()
+        return [_message(row) for row in reversed(rows)]
+
+    def history_counts(self, where: MemoryFilter | None) -> dict[str, Any]:
+        if not self._history_tables():
+            return {"available": False, "reason": "no conversation history in memory.db yet"}
+        self.catch_up_history()
+        where_sql, params = _message_filter(where)
+        messages, conversations = self.conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT m.conversation_id) FROM messages m "  # noqa: S608
+            "JOIN conversations c ON c.id = m.conversation_id "
+            f"WHERE m.role IN ('user', 'assistant') AND m.text != ''{where_sql}",
+            params,
+        ).fetchone()
+        return {
+            "available": True,
+            "messages": int(messages),
+            "conversations": int(conversations),
+            "indexed_through_id": self._watermark(),
+        }

@@ -1,0 +1,1 @@
+"""Memory capabilities: save, correct, forget and recall long-term memory."""
