@@ -247,3 +247,50 @@ async def test_a_turn_leaves_body_free_traces(fx, fermix_home) -> None:
     ]
     assert all(record.get("session_id", "").startswith("main-") for record in records)
     assert "zebras" not in "".join(path.read_text() for path in files.values())
+
+
+async def test_confirmed_directory_grant_reruns_the_request_on_a_chat_channel(fx, tmp_path) -> None:
+    import re
+
+    wanted = tmp_path / "outside-project"
+    wanted.mkdir()
+    harness = fx.harness
+    asked = {"n": 0}
+
+    def answer(request):
+        last = request.messages[-1]
+        if last.text == "please read my project":
+            asked["n"] += 1
+            if asked["n"] == 1:
+                return Turn(
+                    content="",
+                    tool_calls=[
+                        ToolCall(
+                            id="g1",
+                            name="request_directory_access",
+                            arguments={"path": str(wanted), "reason": "the files you asked about"},
+                        )
+                    ],
+                    model="m1",
+                )
+            return Turn(content="now I can read it", model="m1")
+        if last.tool_result is not None:
+            return Turn(content=last.tool_result.content[0].text, model="m1")
+        return Turn(content="ok", model="m1")
+
+    harness.respond = answer
+    _, reply = await telegram(fx, "1", "please read my project")
+    token = re.search(r"/confirm (\S+)", reply.text).group(1)
+
+    _, confirmed = await telegram(fx, "1", f"/confirm {token}")
+    assert "allowed_roots" in fx.runtime.home.config_file.read_text()
+    assert str(wanted) in fx.runtime.home.config_file.read_text()
+    assert "applied" in confirmed.text.lower() or "done" in confirmed.text.lower()
+    with anyio.fail_after(10):
+        await fx.service.queue.join()  # the resumed turn runs through the real queue
+    assert asked["n"] == 2
+
+
+async def test_a_guest_cannot_confirm_the_owners_token(fx, tmp_path) -> None:
+    _, reply = await telegram(fx, "2", "/confirm 123456")
+    assert "owner" in reply.text.lower() or "only" in reply.text.lower()
