@@ -87,12 +87,16 @@ def run() -> dict:
             "relative_with_dotdot": _timed(relative_dotdot),
             "new_write_target": _timed(new_file),
             "protected_ssh_key": _timed(lambda: denied(os_home / ".ssh" / "id_ed25519")),
-            "symlink_into_ssh": _timed(lambda: denied(os_home / "code" / "project" / "escape" / "id_ed25519")),
+            "symlink_into_ssh": _timed(
+                lambda: denied(os_home / "code" / "project" / "escape" / "id_ed25519")
+            ),
             "os_root": _timed(lambda: denied("/etc/passwd")),
         },
         "check_command": {
             "simple": _timed(lambda: command("ls -la src", False)),
-            "pipeline": _timed(lambda: command("git log --oneline | head -20 && rg TODO src", False)),
+            "pipeline": _timed(
+                lambda: command("git log --oneline | head -20 && rg TODO src", False)
+            ),
             "rm_rf_root_wrapped": _timed(lambda: command("sudo env X=1 sh -c 'rm -rf /'", True)),
             "fork_bomb": _timed(lambda: command(":(){ :|:& };:", True)),
         },

@@ -18,7 +18,16 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
-BENCHMARKS = ["cli_startup", "boot_assembly", "store", "wires", "turns", "cold_ask", "memory", "sandbox"]
+BENCHMARKS = [
+    "cli_startup",
+    "boot_assembly",
+    "store",
+    "wires",
+    "turns",
+    "cold_ask",
+    "memory",
+    "sandbox",
+]
 
 
 def main(argv: list[str]) -> int:
