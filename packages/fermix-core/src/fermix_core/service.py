@@ -85,15 +85,18 @@ class FermixService:
             deferral=tool_search is not False,
         )
         caller, windows = service._build_caller()
+        tracer = Tracer(runtime.home)
         runner = TurnRunner(
             store=service.store,
             capabilities=capabilities,
-            composer=PromptComposer(runtime.home),
+            composer=PromptComposer(
+                runtime.home, agent_name=config.core.fermix_core.agent.name, tracer=tracer
+            ),
             caller=caller,
             home=runtime.home,
             config=config,
             emit=runtime.emit,
-            tracer=Tracer(runtime.home),
+            tracer=tracer,
             context_window=windows,
         )
         service.runner = runner

@@ -19,11 +19,13 @@ emptying a file is how an operator switches a section off.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any
 
 from fermix_core.home import FermixHome
 from fermix_core.prompt.bootstrap import (
@@ -33,6 +35,8 @@ from fermix_core.prompt.bootstrap import (
     render_template,
 )
 from fermix_core.tool import Trust
+
+log = logging.getLogger("fermix.prompt")
 
 __all__ = ["MEMORY_FENCE_CLOSE", "MEMORY_FENCE_OPEN", "PromptComposer", "date_line"]
 
@@ -94,8 +98,11 @@ class PromptComposer:
         *,
         agent_id: str = DEFAULT_AGENT_ID,
         agent_name: str | None = DEFAULT_AGENT_NAME,
+        tracer: Any = None,
     ) -> None:
         self.home = home if isinstance(home, FermixHome) else FermixHome(Path(home))
+        self.tracer = tracer
+        self._flagged: set[int] = set()
         self.agent_name = agent_name
         self._files = {template: rel for rel, template in prompt_files(agent_id).items()}
         self._cache: dict[Path, tuple[tuple[int, int, int], str]] = {}
@@ -163,6 +170,20 @@ class PromptComposer:
         ]
         return "\n\n".join(s for s in sections if s)
 
+    def _flag_injection(self, parts: list[str]) -> None:
+        """Memory that looks like instructions stays in as data, but is reported (once per
+        distinct content), so an owner can see what tried to steer the agent."""
+        from fermix_core.memory.fence import scan
+
+        for text in parts:
+            kinds = scan(text)
+            key = hash(text)
+            if kinds and key not in self._flagged:
+                self._flagged.add(key)
+                log.warning("memory in the prompt carries injection markers: %s", ", ".join(kinds))
+                if self.tracer is not None:
+                    self.tracer.record("agent_event", event="memory_injection_flagged", kinds=kinds)
+
     def _memory_block(self, memory_context: str | None, trust: Trust) -> str:
         parts: list[str] = []
         if trust is Trust.OPERATOR:
@@ -174,5 +195,6 @@ class PromptComposer:
             parts.append(f"## Recalled for this message\n{memory_context.strip()}")
         if not parts:
             return ""
+        self._flag_injection(parts)
         body = _fence_safe("\n\n".join(parts))
         return f"{MEMORY_FENCE_OPEN}\n{_MEMORY_PREAMBLE}\n\n{body}\n{MEMORY_FENCE_CLOSE}"
