@@ -79,9 +79,16 @@ class FermixService:
         registry = runtime.registry
         tool_specs = registry.typed(ToolSpec)
         tool_search = config.core.fermix_core.tools.tool_search.enabled
+        from fermix_core.sandbox.command_tools import command_tool_specs
+
+        # [sandbox] expose_commands: local programs as tools of their own (core's, first-party).
+        exposed = command_tool_specs(config.core.sandbox.expose_commands)
         capabilities = CapabilityRegistry(
-            tool_specs.values(),
-            sources={name: registry.source_of(spec) or "" for name, spec in tool_specs.items()},
+            [*tool_specs.values(), *exposed],
+            sources={
+                **{name: registry.source_of(spec) or "" for name, spec in tool_specs.items()},
+                **{spec.name: "core.sandbox (fermix-core 0.1.0)" for spec in exposed},
+            },
             deferral=tool_search is not False,
         )
         caller, windows = service._build_caller()

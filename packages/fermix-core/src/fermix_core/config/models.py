@@ -330,6 +330,14 @@ class SandboxEnv(Section):
     set: Annotated[dict[str, str], AfterValidator(_env_names)] = Field(default_factory=dict)
 
 
+def _command_name(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", value):
+        raise ValueError(
+            f"{value!r} is not a program name (letters, digits, '.', '_', '+', '-'; no paths)"
+        )
+    return value
+
+
 class SandboxConfig(Section):
     """``[sandbox]``: which paths and commands the filesystem/exec tools may touch."""
 
@@ -338,6 +346,11 @@ class SandboxConfig(Section):
     workspace_root: AbsPath | None = None
     allowed_roots: list[AbsPath] = Field(default_factory=list)
     command_profile: CommandProfile = "assistant"
+    #: Local programs offered to the agent as tools of their own (``cmd_<name>``), e.g.
+    #: ``["jq", "pandoc"]``; each must be one the command profile allows.
+    expose_commands: list[Annotated[str, AfterValidator(_command_name)]] = Field(
+        default_factory=list
+    )
     env: SandboxEnv = Field(default_factory=SandboxEnv)
 
 
