@@ -1,3 +1,5 @@
+"""Fixtures shared by the file and shell tool tests: a real sandbox over a temporary home."""
+
 from __future__ import annotations
 
 import os
