@@ -411,6 +411,15 @@ def normalize_content(content: str) -> str:
     return content.strip()
 
 
+def checked_write(
+    category: MemoryCategory | str, content: str, key: str | None, provenance: Provenance
+) -> tuple[MemoryCategory, str, str | None]:
+    """The validated (category, content, key) of a ``store`` call, for every backend."""
+    if not isinstance(provenance, Provenance):
+        raise MemoryStoreError("provenance must be a Provenance saying who caused the write")
+    return normalize_category(category), normalize_content(content), normalize_key(key)
+
+
 def normalize_key(key: str | None) -> str | None:
     if key is None:
         return None

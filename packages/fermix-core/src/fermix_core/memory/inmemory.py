@@ -29,11 +29,9 @@ from fermix_core.memory.backend import (
     ReplaceOp,
     Speaker,
     StoreResult,
+    checked_write,
     memory_of,
     normalize_categories,
-    normalize_category,
-    normalize_content,
-    normalize_key,
     same_content,
     tokenize,
 )
@@ -72,11 +70,7 @@ class InMemoryBackend(MemoryBackend):
         provenance: Provenance,
         replace_id: str | None = None,
     ) -> StoreResult:
-        cat = normalize_category(category)
-        text = normalize_content(content)
-        handle = normalize_key(key)
-        if not isinstance(provenance, Provenance):
-            raise MemoryStoreError("provenance must be a Provenance saying who caused the write")
+        cat, text, handle = checked_write(category, content, key, provenance)
         now = datetime.now(UTC)
 
         if replace_id is not None:

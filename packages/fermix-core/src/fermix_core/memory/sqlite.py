@@ -50,10 +50,8 @@ from fermix_core.memory.backend import (
     ReplaceOp,
     Speaker,
     StoreResult,
+    checked_write,
     normalize_categories,
-    normalize_category,
-    normalize_content,
-    normalize_key,
 )
 from fermix_core.memory.sqlite_engine import SyncMemory
 from fermix_core.memory.sqlite_schema import (
@@ -144,11 +142,7 @@ class SqliteMemoryBackend(MemoryBackend):
         provenance: Provenance,
         replace_id: str | None = None,
     ) -> StoreResult:
-        cat = normalize_category(category)
-        text = normalize_content(content)
-        handle = normalize_key(key)
-        if not isinstance(provenance, Provenance):
-            raise MemoryStoreError("provenance must be a Provenance saying who caused the write")
+        cat, text, handle = checked_write(category, content, key, provenance)
         return await self._call(SyncMemory.store, cat, text, handle, provenance, replace_id)
 
     async def get(self, id: str) -> MemoryFact | None:
