@@ -271,3 +271,30 @@ def test_no_provider_configured_still_starts_and_explains(tmp_path) -> None:
         assert "run `fermix setup`" in json.loads(result.stdout)["reply"]
     finally:
         fermix(env, "stop", check=False)
+
+
+def test_chat_session_in_process_and_through_the_daemon(daemon_env) -> None:
+    script = "hello there\n/whoami\n\n/exit\n"
+    local = subprocess.run(
+        [FERMIX, "chat", "--session", "c"],
+        env=daemon_env,
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert local.returncode == 0, local.stderr
+    assert "(in-process)" in local.stdout
+    assert "fermix> echo: hello there" in local.stdout
+    assert "operator" in local.stdout  # /whoami answered by the gateway, not the model
+    fermix(daemon_env, "start")
+    remote = subprocess.run(
+        [FERMIX, "chat", "--session", "c"],
+        env=daemon_env,
+        input="again\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert remote.returncode == 0, remote.stderr
+    assert "(daemon)" in remote.stdout and "fermix> echo: again" in remote.stdout
