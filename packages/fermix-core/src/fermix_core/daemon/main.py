@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -45,6 +46,10 @@ async def serve() -> int:
                 "fermix %s daemon ready (pid %s) on %s", __version__, os.getpid(), home.daemon_sock
             )
             report_ready()
+            # Everything built at boot lives for the whole run: move it out of the collector's
+            # sight so full collections stop re-walking it (they caused 30-50 ms turn spikes).
+            gc.collect()
+            gc.freeze()
             tg.start_soon(_watch_signals, stop)
             await stop.wait()
             log.info("daemon stopping")
