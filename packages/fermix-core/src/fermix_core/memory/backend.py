@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -418,6 +418,31 @@ def checked_write(
     if not isinstance(provenance, Provenance):
         raise MemoryStoreError("provenance must be a Provenance saying who caused the write")
     return normalize_category(category), normalize_content(content), normalize_key(key)
+
+
+def replacement_key(
+    old: MemoryFact | None,
+    replace_id: str,
+    key: str | None,
+    active_by_key: Callable[[str], MemoryFact | None],
+) -> tuple[MemoryFact, str | None]:
+    """Check that *old* (the fact named by *replace_id*) may be replaced; return it with the
+    key the replacement takes (the new one, else the old fact's). Same rules in every
+    backend."""
+    if old is None:
+        raise MemoryStoreError(
+            f"no memory with id {replace_id!r} to replace; search or list to find it"
+        )
+    if old.archived:
+        raise MemoryStoreError(f"memory {replace_id!r} is archived; restore it before replacing it")
+    new_key = key if key is not None else old.key
+    if new_key is not None:
+        holder = active_by_key(new_key)
+        if holder is not None and holder.id != old.id:
+            raise MemoryStoreError(
+                f"key {new_key!r} is held by memory {holder.id!r}; replace that one instead"
+            )
+    return old, new_key
 
 
 def normalize_key(key: str | None) -> str | None:

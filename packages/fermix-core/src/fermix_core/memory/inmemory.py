@@ -32,6 +32,7 @@ from fermix_core.memory.backend import (
     checked_write,
     memory_of,
     normalize_categories,
+    replacement_key,
     same_content,
     tokenize,
 )
@@ -114,22 +115,9 @@ class InMemoryBackend(MemoryBackend):
         provenance: Provenance,
         now: datetime,
     ) -> StoreResult:
-        old = self._facts.get(replace_id)
-        if old is None:
-            raise MemoryStoreError(
-                f"no memory with id {replace_id!r} to replace; search or list to find it"
-            )
-        if old.archived:
-            raise MemoryStoreError(
-                f"memory {replace_id!r} is archived; restore it before replacing it"
-            )
-        new_key = handle if handle is not None else old.key
-        if new_key is not None:
-            holder = self._active_by_key(new_key)
-            if holder is not None and holder.id != old.id:
-                raise MemoryStoreError(
-                    f"key {new_key!r} is held by memory {holder.id!r}; replace that one instead"
-                )
+        old, new_key = replacement_key(
+            self._facts.get(replace_id), replace_id, handle, self._active_by_key
+        )
         if old.category == cat and old.content == text and old.key == new_key:
             return StoreResult(action="unchanged", fact=old)
         self._put(old.model_copy(update={"archived": True, "updated_at": now}))

@@ -35,6 +35,7 @@ from fermix_core.memory.backend import (
     normalize_categories,
     normalize_content,
     normalize_key,
+    replacement_key,
 )
 
 __all__ = ["HISTORY_BATCH", "RANK_WINDOW", "SyncMemory"]
@@ -276,22 +277,7 @@ class SyncMemory:
         prov: Provenance,
         now: float,
     ) -> StoreResult:
-        old = self.get(replace_id)
-        if old is None:
-            raise MemoryStoreError(
-                f"no memory with id {replace_id!r} to replace; search or list to find it"
-            )
-        if old.archived:
-            raise MemoryStoreError(
-                f"memory {replace_id!r} is archived; restore it before replacing it"
-            )
-        new_key = key if key is not None else old.key
-        if new_key is not None:
-            holder = self._active_by_key(new_key)
-            if holder is not None and holder.id != old.id:
-                raise MemoryStoreError(
-                    f"key {new_key!r} is held by memory {holder.id!r}; replace that one instead"
-                )
+        old, new_key = replacement_key(self.get(replace_id), replace_id, key, self._active_by_key)
         if old.category == cat and old.content == text and old.key == new_key:
             return StoreResult(action="unchanged", fact=old)
         self.conn.execute(
