@@ -5,12 +5,12 @@ See :mod:`fermix_core.memory.sqlite` for the layout and why it is shaped this wa
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 from pathlib import Path
 
 from fermix_core.memory.backend import MemoryCategory, MemoryUnavailableError
+from fermix_core.sqlite_files import create_private, open_connection, use_wal
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -108,21 +108,6 @@ def match_expression(query: str) -> str | None:
 # --------------------------------------------------------------------------- opening
 
 
-def _create_private(path: Path) -> None:
-    """Create the file 0600 before SQLite does; its -wal/-shm files inherit the mode."""
-    if path.exists():
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise MemoryDatabaseError(
-            f"cannot create {path} ({exc.strerror or exc}); check that FERMIX_HOME is a "
-            "writable directory"
-        ) from exc
-    os.close(fd)
-
-
 def _read_version(conn: sqlite3.Connection) -> int:
     has_table = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
@@ -146,25 +131,11 @@ def _check_version(version: int, path: Path) -> None:
 def connect(path: Path) -> sqlite3.Connection:
     """Open *path*, check the memory schema version, then create or keep the tables."""
     path = Path(path)
-    _create_private(path)
+    create_private(path, MemoryDatabaseError)
+    conn = open_connection(path, MemoryDatabaseError, BUSY_TIMEOUT_S)
     try:
-        conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
-        )
-    except sqlite3.Error as exc:
-        raise MemoryDatabaseError(
-            f"cannot open {path} ({exc}); check that its directory exists and is writable"
-        ) from exc
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         _check_version(_read_version(conn), path)
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise MemoryDatabaseError(
-                f"{path} could not be switched to WAL journaling (got {mode!r}); keep "
-                "memory.db on a local file system"
-            )
-        conn.execute("PRAGMA synchronous = NORMAL")
+        use_wal(conn, path, MemoryDatabaseError)
         if _read_version(conn) != SCHEMA_VERSION:
             conn.execute("BEGIN IMMEDIATE")
             try:

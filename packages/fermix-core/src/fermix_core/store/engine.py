@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import time
 from collections import OrderedDict
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fermix_core.messages import Message, Usage
+from fermix_core.sqlite_files import create_private, open_connection, use_wal
 from fermix_core.store.records import (
     StoreCorruptError,
     StoredMessage,
@@ -78,28 +78,11 @@ def connect(path: Path) -> sqlite3.Connection:
     written by a newer Fermix is never switched to WAL or otherwise modified.
     """
     probe_version(path)
-    _create_private(path)
+    create_private(path, StoreError)
+    conn = open_connection(path, StoreError, BUSY_TIMEOUT_S)
     try:
-        conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
-        )
-    except sqlite3.Error as exc:
-        raise StoreError(
-            f"cannot open {path} ({exc}); check that its directory exists and is writable"
-        ) from exc
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreError(
-                f"{path} could not be switched to WAL journaling (got {mode!r}); keep memory.db "
-                "on a local file system, not a network share"
-            )
-        # WAL + NORMAL: a commit is durable once its frames reach the WAL file, which
-        # survives a crash of this process (even SIGKILL); only an OS crash or power loss
-        # can drop the newest commits, and never corrupts the file.
-        conn.execute("PRAGMA synchronous = NORMAL")
+        use_wal(conn, path, StoreError)
         ensure_schema(conn, path=path)
     except sqlite3.OperationalError as exc:
         conn.close()
@@ -117,25 +100,6 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
-
-
-def _create_private(path: Path) -> None:
-    """Create the database file 0600 before SQLite does (it would honour the umask).
-
-    SQLite gives the ``-wal`` and ``-shm`` files the database file's permissions, so this
-    one step keeps every history file private. An existing file keeps its mode.
-    """
-    if path.exists():
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise StoreError(
-            f"cannot create {path} ({exc.strerror or exc}); check that FERMIX_HOME is a "
-            "writable directory"
-        ) from exc
-    os.close(fd)
 
 
 def conversation_key_json(channel: str, chat_id: str, thread_id: str | None) -> str:
