@@ -291,6 +291,17 @@ async def test_confirmed_directory_grant_reruns_the_request_on_a_chat_channel(fx
     assert asked["n"] == 2
 
 
-async def test_a_guest_cannot_confirm_the_owners_token(fx, tmp_path) -> None:
-    _, reply = await telegram(fx, "2", "/confirm 123456")
-    assert "owner" in reply.text.lower() or "only" in reply.text.lower()
+async def test_a_guest_cannot_use_the_owners_token(fx, tmp_path) -> None:
+    import re
+
+    wanted = tmp_path / "owner-folder"
+    wanted.mkdir()
+    _, proposal = await telegram(fx, "1", f"/sandbox grant {wanted}")
+    token = re.search(r"/confirm (\S+)", proposal.text).group(1)
+    _, refused = await telegram(fx, "2", f"/confirm {token}")
+    config_file = fx.runtime.home.config_file
+    assert not config_file.exists() or str(wanted) not in config_file.read_text()
+    assert "owner" in refused.text.lower()
+    # The refusal did not burn the token: the owner can still confirm it.
+    await telegram(fx, "1", f"/confirm {token}")
+    assert str(wanted) in fx.runtime.home.config_file.read_text()
