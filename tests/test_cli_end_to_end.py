@@ -188,3 +188,12 @@ def test_migrate_secrets_without_a_keyring_refuses_and_keeps_the_file(env) -> No
     assert "sk-ant-plain-123" not in refused.stdout + refused.stderr
     assert (home / "config.toml").read_text().startswith("# my providers\n")
     assert "sk-ant-plain-123" in (home / "config.toml").read_text()
+
+
+def test_a_locked_keyring_is_a_doctor_warning_not_a_crash(env) -> None:
+    env["PYTHON_KEYRING_BACKEND"] = "fermix_core.keyring_backend.LockedKeyring"
+    result = run(["doctor", "--json"], env, check=False)
+    report = json.loads(result.stdout)
+    [row] = [check for check in report["checks"] if check["check"] == "keyring"]
+    assert row["status"] == "warn"
+    assert "KeyringLocked" in row["detail"] and "gnome-keyring" in row["fix"]

@@ -104,21 +104,22 @@ def check_auth_file(ctx: DoctorContext) -> list[CheckResult]:
 
 
 def check_keyring(ctx: DoctorContext) -> list[CheckResult]:
-    import keyring
-
-    from fermix_core.secrets import keyring_writer_available
+    from fermix_core.secrets import backend_name, keyring_writer_available
+    from fermix_core.secrets.base import bounded_call, default_backend, keyring_problem
 
     fix = (
         "install and unlock a Secret Service (e.g. gnome-keyring), or store secrets as "
         '{ source = "env", env = "..." } / { source = "command", command = [...] }'
     )
+    backend = None
     try:
-        backend = keyring.get_keyring()
-        name = f"{type(backend).__module__}.{type(backend).__name__}"
-        # A read probe: a locked or broken keyring raises here, not at get_keyring().
-        backend.get_password("fermix", "fermix:__doctor_probe__")
+        backend = default_backend()
+        # A read probe, with the same deadline secret resolution uses: a locked or broken
+        # keyring raises (or hangs behind an unlock prompt) here, not at get_keyring().
+        bounded_call(lambda: backend.get_password("fermix", "fermix:__doctor_probe__"), 10.0)
     except Exception as exc:
-        return [CheckResult("keyring", Status.WARN, f"unavailable: {type(exc).__name__}", fix=fix)]
+        return [CheckResult("keyring", Status.WARN, keyring_problem(backend, exc), fix=fix)]
+    name = backend_name(backend)
     if keyring_writer_available(backend):
         return [CheckResult("keyring", Status.OK, name)]
     return [CheckResult("keyring", Status.WARN, f"{name}: cannot store secrets", fix=fix)]
