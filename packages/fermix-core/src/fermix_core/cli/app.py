@@ -12,9 +12,12 @@ from typer.core import TyperGroup
 
 from fermix_core import __version__
 from fermix_core.cli.commands import BY_NAME, COMMANDS, PROG, SUMMARY
+from fermix_core.cli.logsetup import configure_logging
 from fermix_core.specs import resolve_ref
 
 log = logging.getLogger("fermix.cli")
+
+__all__ = ["APP_SETTINGS", "app", "configure_logging", "run"]
 
 APP_SETTINGS: dict[str, Any] = {
     "add_completion": False,
@@ -87,22 +90,9 @@ def root(
     """Fermix — a personal AI agent daemon."""
 
 
-def configure_logging() -> None:
-    """Redacted logs for every CLI command: the file once FERMIX_HOME exists, stderr always.
-
-    The console shows warnings and errors only; the file keeps INFO for later diagnosis.
-    Nothing here creates FERMIX_HOME — read-only commands must not.
-    """
-    from fermix_core.home import FermixHome
-    from fermix_core.logs import setup_logging
-
-    home = FermixHome.resolve()
-    setup_logging(home, level="INFO", console_level="WARNING", file=home.path.is_dir())
-
-
 def run(args: Sequence[str]) -> int:
     """Run the CLI with *args*; returns the exit code instead of exiting (tests call this)."""
-    configure_logging()
+    configure_logging(args[0] if args else None)
     command = typer.main.get_command(app)
     try:
         result = command.main(args=list(args), prog_name=PROG, standalone_mode=False)
