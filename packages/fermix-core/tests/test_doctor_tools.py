@@ -48,7 +48,7 @@ class NoProviderRow:
     def fermix_doctor_checks(self):
         from fermix_core.specs import DoctorCheckSpec
 
-        yield DoctorCheckSpec(name="echo_row", label="echo row", check=f"{__name__}:echo_row")
+        yield DoctorCheckSpec(name="echo_row", label="echo row", check=echo_row)
 
 
 def echo_row(ctx: DoctorContext) -> list[CheckResult]:
