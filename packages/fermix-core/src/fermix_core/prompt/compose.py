@@ -148,13 +148,16 @@ class PromptComposer:
         trust: Trust,
         today: date,
         timezone: str,
+        shared_note: str | None = None,
     ) -> str:
         """The whole system prompt for one turn.
 
         *today* must be the UTC date (the line says so); *timezone* is the owner's
         configured zone, shown as a label. *memory_context* is what recall found for this
         turn, already scoped to the caller — it is included for guests too, while USER.md
-        and MEMORY.md are included for the operator only.
+        and MEMORY.md are included for the operator only. *shared_note* (see
+        :func:`fermix_core.prompt.senders.group_note`) follows "Who is talking" in a
+        conversation other people share.
         """
         trust = Trust(trust)
         sections = [
@@ -165,6 +168,7 @@ class PromptComposer:
             _with_heading(plugins_section, "## Plugins"),
             _with_heading(skills_section, "## Skills"),
             _TRUST_NOTES[trust],
+            shared_note or "",
             date_line(today, timezone),
             self._memory_block(memory_context, trust),
         ]
