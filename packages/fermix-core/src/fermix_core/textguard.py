@@ -150,7 +150,8 @@ def tag_pattern(*words: str, bare: bool = True) -> re.Pattern[str]:
     name = _JOIN.join(re.escape(w) for w in words)
     tag = rf"{_OPEN}\s*(?:{_SLASH}\s*)?{name}\b[^<>]{{0,64}}?(?:{_CLOSE}|(?=<)|$)"
     if bare:
-        tag = rf"(?:{tag}|{_SLASH}\s*{name}\b(?:\s*{_CLOSE})?)"
+        # Not a path component: ``src/memory_context.py`` is a file name, not a tag.
+        tag = rf"(?:{tag}|(?<![\w.~-]){_SLASH}\s*{name}\b(?!\.\w)(?:\s*{_CLOSE})?)"
     return re.compile(tag, re.IGNORECASE)
 
 

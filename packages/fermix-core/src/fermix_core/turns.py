@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
+from fermix_core.memory.directives import OWNER_MESSAGES_STATE
 from fermix_core.messages import ImagePart, Message, TextPart, Usage
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
@@ -183,6 +184,16 @@ class TurnRunner:
         session_id = f"main-{await self.store.next_session_number()}"
         speaker = "owner" if job.trust is Trust.OPERATOR else "guest"
         view = self._replay(window, user, job, speaker)
+        owner_words = (
+            [
+                row.message.text
+                for row in window
+                if row.speaker == "owner" and row.kind == "message" and row.message.role == "user"
+            ]
+            + [message.text]
+            if job.trust is Trust.OPERATOR
+            else None
+        )
         if self._too_long([*view.history, view.user]):
             # The history alone already overflows the model's window: summarise first, so
             # the call is made with a history that fits instead of failing on length.
@@ -212,7 +223,7 @@ class TurnRunner:
         )
         self._trace("agent_event", session_id, event="turn_start", run_profile=job.run_profile)
         try:
-            outcome = await self._loop(job, handle, view, session_id)
+            outcome = await self._loop(job, handle, view, session_id, owner_words)
         except anyio.get_cancelled_exc_class():
             raise  # /stop: on_stopped() closes the turn with the handle still registered
         except BaseException:
@@ -236,7 +247,12 @@ class TurnRunner:
         )
 
     async def _loop(
-        self, job: TurnJob, handle: Any, view: GroupView, session_id: str
+        self,
+        job: TurnJob,
+        handle: Any,
+        view: GroupView,
+        session_id: str,
+        owner_words: list[str] | None,
     ) -> TurnOutcome:
         from fermix_core.agent import AgentLoop
         from fermix_core.routing.messages import user_message as friendly
@@ -273,6 +289,9 @@ class TurnRunner:
         )
         if message.message_id:
             ctx.state["inbound_message_id"] = message.message_id
+        if owner_words is not None:
+            # What a standing instruction may quote (fermix_core.memory.directives).
+            ctx.state[OWNER_MESSAGES_STATE] = owner_words
         if not message.local and not job.background:
             # On a chat channel a confirmed directory grant re-runs this request; the
             # one-shot CLI prints the prompt and the owner re-runs the command.
