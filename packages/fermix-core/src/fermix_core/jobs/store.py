@@ -191,7 +191,11 @@ class JobStore(ABC):
 
     @abstractmethod
     async def next_due_at(self) -> float | None:
-        """The earliest ``next_run_at`` of a ``scheduled`` job."""
+        """The earliest ``next_run_at`` or ``expires_at`` of a ``scheduled`` job."""
+
+    @abstractmethod
+    async def expire_due(self, now: float) -> list[str]:
+        """Move ``scheduled``/``paused`` jobs whose ``expires_at`` has passed to ``expired``."""
 
     @abstractmethod
     async def due_jobs(self, now: float, limit: int) -> list[JobRecord]:
@@ -473,9 +477,26 @@ class SyncJobStore:
 
     def next_due_at(self) -> float | None:
         row = self.conn.execute(
-            "SELECT MIN(next_run_at) FROM jobs WHERE status = 'scheduled'"
+            "SELECT MIN(next_run_at), MIN(expires_at) FROM jobs WHERE status = 'scheduled'"
         ).fetchone()
-        return row[0]
+        present = [v for v in row if v is not None]
+        return min(present) if present else None
+
+    def expire_due(self, now: float) -> list[str]:
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT id FROM jobs WHERE status IN ('scheduled', 'paused') "
+                "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY id",
+                (now,),
+            ).fetchall()
+            ids = [r[0] for r in rows]
+            for job_id in ids:
+                conn.execute(
+                    "UPDATE jobs SET status = 'expired', next_run_at = NULL, updated_at = ? "
+                    "WHERE id = ?",
+                    (now, job_id),
+                )
+        return ids
 
     def due_jobs(self, now: float, limit: int) -> list[JobRecord]:
         rows = self.conn.execute(
@@ -697,6 +718,9 @@ class SqliteJobStore(JobStore):
 
     async def due_jobs(self, now: float, limit: int) -> list[JobRecord]:
         return await self._call(SyncJobStore.due_jobs, now, limit)
+
+    async def expire_due(self, now: float) -> list[str]:
+        return await self._call(SyncJobStore.expire_due, now)
 
     async def claim(
         self,

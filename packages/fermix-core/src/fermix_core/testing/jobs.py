@@ -191,6 +191,15 @@ class JobStoreContract:
         assert [j.id for j in await store.due_jobs(T0 + 60, 10)] == ["b", "a"]
         assert [j.id for j in await store.due_jobs(T0 + 60, 1)] == ["b"]
 
+    async def test_expiry(self, store: Any) -> None:
+        await store.create_job(make_job("a", expires_at=T0 + 100, next_run_at=T0 + 600))
+        await store.create_job(make_job("b", expires_at=T0 + 100, status="paused"))
+        await store.create_job(make_job("c", expires_at=T0 + 900))
+        assert await store.next_due_at() == T0 + 100
+        assert await store.expire_due(T0 + 100) == ["a", "b"]
+        assert (await store.get_job("a")).status == "expired"
+        assert await store.next_due_at() == T0 + 600
+
     async def test_skip_missed_records_and_advances(self, store: Any) -> None:
         await store.create_job(make_job())
         missed = await store.skip_missed(
