@@ -373,13 +373,22 @@ class StreamController:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[StreamController]:
-        """Run the driver for the body of the ``async with``."""
+        """Run the driver for the body of the ``async with``.
+
+        An exception from the body comes out as itself, not wrapped in the driver's task
+        group, so callers catch a :class:`~fermix_core.provider.ProviderError` as usual.
+        """
+        error: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.run)
             try:
                 yield self
+            except Exception as exc:
+                error = exc
             finally:
                 self.close()
+        if error is not None:
+            raise error
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` next has timed work to do, on the controller's clock."""
