@@ -18,7 +18,7 @@ from fermix_core.hookspecs import hookimpl
 from fermix_core.messages import ToolCall, Turn
 from fermix_core.provider import ChatRequest, Provider, StreamEvent, StreamEventKind
 from fermix_core.specs import ModelInfo, PolicyClass, ProviderSpec, ToolSpec
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 from fermix_core.tool import Tool, ToolOutput
 from fermix_core.turns import STOP_MARKER
 from pydantic import BaseModel
@@ -167,11 +167,7 @@ async def fx(fermix_home):
 
 async def started_channel(**abilities) -> MemoryChannel:
     channel = MemoryChannel("telegram", **abilities)
-
-    async def deliver(message: InboundMessage) -> None:  # the test ingests directly
-        raise AssertionError("unused")
-
-    await channel.start(deliver)
+    await channel.start(StubChannelHost(channel.name))
     return channel
 
 

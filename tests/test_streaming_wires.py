@@ -15,7 +15,7 @@ from fermix_core.api import Fermix
 from fermix_core.channel import InboundMessage
 from fermix_core.gateway.reply import ChannelReplyPort, features_of
 from fermix_core.hookspecs import hookimpl
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 from fermix_core.testing.loopback import LoopbackServer, Reply
 
 pytestmark = pytest.mark.anyio
@@ -146,11 +146,7 @@ class Observer:
 
 async def run_turn(fx, streaming: str) -> MemoryChannel:
     channel = MemoryChannel("telegram")
-
-    async def deliver(message: InboundMessage) -> None:
-        raise AssertionError("the test ingests directly")
-
-    await channel.start(deliver)
+    await channel.start(StubChannelHost(channel.name))
     port = ChannelReplyPort(channel, features_of(channel, streaming=streaming))
     message = InboundMessage(channel="telegram", chat_id="chat", sender_id="1", text="stream?")
     outcome = await fx.service.gateway.ingest(message, port)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from fermix_core.channel import ChannelError, InboundMessage
+from fermix_core.channel import ChannelError
 from fermix_core.channels.streaming import (
     BLOCK_MAX_CHARS,
     BLOCK_MIN_CHARS,
@@ -22,7 +22,7 @@ from fermix_core.channels.streaming import (
 )
 from fermix_core.gateway.reply import ChannelReplyPort, features_of
 from fermix_core.provider import StreamEvent, StreamEventKind
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 
 pytestmark = pytest.mark.anyio
 
@@ -51,10 +51,7 @@ class Telemetry:
 
 
 async def running(channel: MemoryChannel) -> MemoryChannel:
-    async def deliver(message: InboundMessage) -> None:
-        return None
-
-    await channel.start(deliver)
+    await channel.start(StubChannelHost(channel.name))
     return channel
 
 
