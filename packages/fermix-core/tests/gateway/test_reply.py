@@ -6,16 +6,13 @@ import pytest
 from fermix_core.channel import ChannelError, InboundMessage
 from fermix_core.gateway.reply import ChannelReplyPort, features_of, reply_text, try_reply_text
 from fermix_core.gateway.types import ChannelFeatures, ReplyPort
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 
 pytestmark = pytest.mark.anyio
 
 
 async def _running(channel: MemoryChannel) -> MemoryChannel:
-    async def deliver(message: InboundMessage) -> None:
-        return None
-
-    await channel.start(deliver)
+    await channel.start(StubChannelHost(channel.name))
     return channel
 
 
