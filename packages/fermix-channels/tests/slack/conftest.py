@@ -51,6 +51,12 @@ def slack_config(fake: Any, **overrides: Any) -> Any:
 
 
 @pytest.fixture
+def config_for(fake: Any) -> Callable[..., Any]:
+    """``config_for(**overrides)``: a SlackConfig pointing at the loopback Slack."""
+    return lambda **overrides: slack_config(fake, **overrides)
+
+
+@pytest.fixture
 def running(fake: Any) -> Callable[..., Any]:
     """``async with running(**config) as (channel, host):`` — a started SlackChannel."""
     from fermix_channels.slack.adapter import SlackChannel

@@ -72,8 +72,13 @@ class SlackVerifier:
                 f"request timestamp is {abs(age):.0f}s away from this machine's clock (limit "
                 f"{MAX_AGE_SECONDS}s): a replay, or a clock that needs syncing"
             )
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            # Slack sends UTF-8 JSON; the SDK's signer cannot even hash anything else.
+            raise SignatureError("request body is not UTF-8 text") from None
         self._clock.value = now
-        if not self._verifier.is_valid(body=body, timestamp=timestamp, signature=signature):
+        if not self._verifier.is_valid(body=text, timestamp=timestamp, signature=signature):
             raise SignatureError(
                 "X-Slack-Signature does not match the body; check signing_secret in "
                 "[fermix_channels.slack] against the app's Basic Information page"
