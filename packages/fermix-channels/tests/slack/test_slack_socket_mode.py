@@ -98,6 +98,40 @@ async def test_a_dropped_connection_reconnects_after_backoff(fake) -> None:
     assert states.count("ready") == 2
 
 
+async def test_rate_limited_or_failing_url_requests_are_retried(fake) -> None:
+    from fermix_core.testing.loopback import Reply
+
+    fake.fail(
+        "apps.connections.open",
+        Reply(status=429, headers={"Retry-After": "0"}, body={"ok": False, "error": "ratelimited"}),
+        Reply(status=500, body={"ok": False, "error": "internal_error"}),
+    )
+    api = SlackApi(fs.BOT_TOKEN, fake.api_url)
+    states: list[str] = []
+
+    async def handle(payload: dict) -> bool:
+        return True
+
+    client = SocketModeClient(
+        api,
+        fs.APP_TOKEN,
+        handle,
+        on_state=lambda state, error: states.append(state),
+        backoff_initial=0.01,
+        backoff_max=0.05,
+    )
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.run)
+            await fake.wait_socket(1)
+            await fake.wait_ack(await fake.push_event(fs.message_event("finally")))
+            tg.cancel_scope.cancel()
+    finally:
+        await api.aclose()
+    assert len(fake.calls_of("apps.connections.open")) == 3
+    assert states == ["degraded", "degraded", "ready"]
+
+
 async def test_link_disabled_is_a_configuration_fault_that_raises(fake) -> None:
     api = SlackApi(fs.BOT_TOKEN, fake.api_url)
 

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from fermix_core.channel import ChannelError, ChannelTransientError
+from fermix_core.channel import ChannelError, ChannelRateLimited, ChannelTransientError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
@@ -78,6 +78,11 @@ class SocketModeClient:
             try:
                 url = await self.api.connections_open(self._app_token)
                 reason = await self._serve(url)
+            except ChannelRateLimited as exc:
+                self.on_state("degraded", str(exc))
+                log.warning("slack socket mode: %s", exc)
+                if exc.retry_after:
+                    await anyio.sleep(min(exc.retry_after, self.backoff_max * 10))
             except ChannelTransientError as exc:
                 self.on_state("degraded", str(exc))
                 log.warning("slack socket mode: %s", exc)
