@@ -146,6 +146,9 @@ class FakeSlack:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, deque[Reply]] = defaultdict(deque)
         self.missing_channels: set[str] = set()
+        #: Files users shared (id → bytes) and every download request path.
+        self.shared: dict[str, bytes] = {}
+        self.downloads: list[str] = []
         self.connections_opened = 0
         #: Socket Mode connections, newest last.
         self.sockets: list[ServerConnection] = []
@@ -218,6 +221,8 @@ class FakeSlack:
         path = urllib.parse.urlsplit(request.path).path
         if path.startswith("/upload/"):
             return self._upload(path.removeprefix("/upload/"), request.body)
+        if path.startswith("/files-pri/"):
+            return self._download(path, request.header("authorization") or "")
         if not path.startswith("/api/"):
             return Reply(status=404, body="not found")
         method = path.removeprefix("/api/")
@@ -328,6 +333,36 @@ class FakeSlack:
             return Reply(status=404, body="no such upload", headers={"content-type": "text/plain"})
         file.data = body
         return Reply(body=f"OK - {len(body)}", headers={"content-type": "text/plain"})
+
+    def private_file(self, name: str, data: bytes, mimetype: str, **extra: Any) -> dict:
+        """A file a user shared: Slack's file object, its bytes served to the bot token."""
+        file_id = f"F{next(self._files):08d}"
+        self.shared[file_id] = data
+        base = f"{self.http.url}/files-pri/{TEAM_ID}-{file_id}"
+        file = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "size": len(data),
+            "mode": "hosted",
+            "url_private": f"{base}/{name}",
+            "url_private_download": f"{base}/download/{name}",
+        }
+        file.update(extra)
+        return file
+
+    def _download(self, path: str, auth: str) -> Reply:
+        self.downloads.append(path)
+        self._notify()
+        if auth != f"Bearer {BOT_TOKEN}":
+            # Slack answers an unauthenticated file URL with its sign-in page, not the file.
+            return Reply(status=302, headers={"location": "https://slack.com/signin"})
+        file_id = path.split("/")[2].split("-", 1)[1]
+        data = self.shared.get(file_id)
+        if data is None:
+            return Reply(status=404, body="file not found")
+        return Reply(body=data, headers={"content-type": "application/octet-stream"})
 
     def _m_files_completeUploadExternal(self, params: dict[str, Any]) -> Reply:
         items = params.get("files")

@@ -25,20 +25,31 @@ from typing import Any
 import anyio
 from fermix_core.channel import (
     Attachment,
+    AttachmentKind,
     Channel,
     ChannelError,
     ChannelHost,
+    ChannelTransientError,
     DeliveryUnavailable,
+    InboundMessage,
     OutboundMessage,
     SentMessage,
     WebhookRequest,
     WebhookResponse,
     WebhookRoute,
 )
+from fermix_core.gateway.trust import TrustPolicy
 
 from fermix_channels.slack.client import MAX_UPLOAD_BYTES, SlackApi, SlackRefused
 from fermix_channels.slack.config import SlackConfig
-from fermix_channels.slack.parse import MalformedPayload, Skip, classify, parse_body, to_inbound
+from fermix_channels.slack.parse import (
+    MalformedPayload,
+    Skip,
+    SlackRef,
+    classify,
+    parse_body,
+    to_inbound,
+)
 from fermix_channels.slack.socket import SocketModeClient
 from fermix_channels.slack.verify import SignatureError, SlackVerifier
 
@@ -49,6 +60,8 @@ log = logging.getLogger("fermix_channels.slack")
 WEBHOOK_PATH = "/webhook/slack"
 #: Events API bodies are a few kilobytes; anything near this is not from Slack.
 MAX_WEBHOOK_BODY = 1_048_576
+#: Largest file taken from an inbound message; larger ones are named in the text instead.
+MAX_INBOUND_FILE = 25 * 1024 * 1024
 
 #: Slack built-in emoji shortcodes offered to the model for reactions (``reactions.add``
 #: takes the name without colons). Any other built-in or custom shortcode works too.
@@ -177,6 +190,9 @@ class SlackChannel(Channel):
         self._verifier: SlackVerifier | None = None
         self._socket: SocketModeClient | None = None
         self._scope: anyio.CancelScope | None = None
+        #: Platform ids being delivered right now (their files still downloading).
+        self._fetching: set[str] = set()
+        self._trust = TrustPolicy.from_section(self.config, channel=self.name)
 
     # ------------------------------------------------------------------ secrets
 
@@ -348,12 +364,61 @@ class SlackChannel(Channel):
         if isinstance(message, Skip):
             log.debug("slack: skipped an event: %s", message.reason)
             return "skipped"
+        platform_id = message.message_id or ""
+        if platform_id in self._fetching:
+            return "duplicate"  # a retry while the first delivery still downloads its files
+        self._fetching.add(platform_id)
         try:
+            ref = message.raw_ref
+            if isinstance(ref, SlackRef) and ref.files:
+                message = await self._with_files(host, message, ref.files)
             result = await host.deliver(message)
-        except DeliveryUnavailable as exc:
+        except (DeliveryUnavailable, ChannelTransientError) as exc:
             log.warning("slack: hand-off failed, Slack will retry: %s", exc)
             return "unavailable"
+        finally:
+            self._fetching.discard(platform_id)
         return str(result.value)
+
+    async def _with_files(
+        self, host: ChannelHost, message: InboundMessage, files: list[dict[str, Any]]
+    ) -> InboundMessage:
+        """The message with its Slack files downloaded — only for an allowed sender and a
+        message not delivered before, so a stranger or a retry costs no download."""
+        if self._trust.authorize(message.sender_id) is None:
+            return message  # the gateway drops it; nothing is fetched on a stranger's behalf
+        if message.message_id and await host.seen(message.message_id):
+            return message
+        api = self._api()
+        attachments: list[Attachment] = []
+        notes: list[str] = []
+        for file in files:
+            name = str(file.get("name") or file.get("title") or "file")[:200]
+            url = file.get("url_private_download") or file.get("url_private")
+            size = file.get("size")
+            if not isinstance(url, str) or not url:
+                notes.append(f"[attachment not received: {name} is not available to the bot]")
+                continue
+            if isinstance(size, int) and size > MAX_INBOUND_FILE:
+                notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
+                continue
+            try:
+                data = await api.download(url, limit=MAX_INBOUND_FILE)
+            except ChannelTransientError:
+                raise
+            except ChannelError as exc:
+                log.warning("slack: could not fetch a file: %s", exc)
+                notes.append(f"[attachment not received: {name} could not be fetched]")
+                continue
+            if data is None:
+                notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
+                continue
+            mime = file.get("mimetype") if isinstance(file.get("mimetype"), str) else None
+            attachments.append(
+                Attachment(kind=_kind(mime), data=data, mime_type=mime, filename=name)
+            )
+        text = "\n".join([message.text, *notes]).strip() if notes else message.text
+        return message.model_copy(update={"attachments": attachments, "text": text})
 
     async def _on_envelope(self, payload: dict[str, Any]) -> bool:
         try:
@@ -450,6 +515,19 @@ class SlackChannel(Channel):
         except SlackRefused as exc:
             if exc.code != "already_reacted":
                 raise
+
+
+def _mb(size: int) -> str:
+    return f"{size // (1024 * 1024)} MB"
+
+
+def _kind(mime: str | None) -> AttachmentKind:
+    major = (mime or "").split("/", 1)[0]
+    return {
+        "image": AttachmentKind.IMAGE,
+        "audio": AttachmentKind.AUDIO,
+        "video": AttachmentKind.VIDEO,
+    }.get(major, AttachmentKind.DOCUMENT)
 
 
 def _ts(data: dict[str, Any], method: str) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -180,6 +181,48 @@ class SlackApi:
             raise map_error(method, exc) from None
         data = getattr(response, "data", response)
         return data if isinstance(data, dict) else {}
+
+    async def download(self, url: str, *, limit: int) -> bytes | None:
+        """A private file's bytes (``url_private_download``, fetched with the bot token);
+        ``None`` when it is larger than *limit*, whatever size Slack declared.
+
+        The token goes only to Slack's own file hosts (``*.slack.com``) or the configured
+        API host, never to a URL that merely appeared in a payload.
+        """
+        split = urllib.parse.urlsplit(url)
+        api_host = urllib.parse.urlsplit(self.base_url).hostname
+        host = split.hostname or ""
+        trusted = host == api_host or (split.scheme == "https" and host.endswith(".slack.com"))
+        if not trusted:
+            raise ChannelError(f"refused to fetch a Slack file from untrusted host {host!r}")
+        self.client  # noqa: B018 - opens the session
+        assert self._session is not None
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        try:
+            async with self._session.get(url, headers=headers, allow_redirects=False) as response:
+                if response.status == 429:
+                    raise ChannelRateLimited(
+                        _retry_after(response), "Slack rate-limited a download"
+                    )
+                if response.status >= 500:
+                    raise ChannelTransientError(
+                        f"Slack file download failed: HTTP {response.status}"
+                    )
+                if response.status != 200:  # a redirect too: the token is not followed
+                    raise ChannelError(
+                        f"Slack refused a file download: HTTP {response.status} — the app needs "
+                        "the files:read scope"
+                    )
+                data = bytearray()
+                async for chunk in response.content.iter_chunked(65536):
+                    data += chunk
+                    if len(data) > limit:
+                        return None
+                return bytes(data)
+        except ChannelError:
+            raise
+        except Exception as exc:
+            raise map_error("file download", exc) from None
 
     # ------------------------------------------------------------------ methods
 

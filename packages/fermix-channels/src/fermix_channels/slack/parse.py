@@ -16,7 +16,9 @@ Which events become turns:
   ``app_mention`` event, a message containing ``<@BOTID>``, or a reply in a thread the bot
   started.
 
-Edits (``message_changed``), deletions, joins and every other subtype are ignored. The
+Files on a message are listed in ``raw_ref`` (:class:`SlackRef`), not fetched: the adapter
+downloads them only for an allowed sender and a message not seen before. Edits
+(``message_changed``), deletions, joins and every other subtype are ignored. The
 platform id is ``<channel>:<ts>``: Slack's ``ts`` is unique per channel and present on
 every message, and an ``app_mention`` and the ``message`` event for the same post share it,
 so a mention subscribed both ways runs once.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fermix_core.channel import InboundMessage
@@ -36,6 +38,7 @@ __all__ = [
     "MalformedPayload",
     "ParsedBody",
     "Skip",
+    "SlackRef",
     "classify",
     "message_id_for",
     "parse_body",
@@ -65,6 +68,16 @@ class ParsedBody:
     def challenge(self) -> str:
         value = self.data.get("challenge")
         return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class SlackRef:
+    """What the adapter keeps about a message for later (``InboundMessage.raw_ref``): the
+    files Slack attached (fetched only after the sender is known to be allowed)."""
+
+    ts: Any = None
+    team: Any = None
+    files: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -162,6 +175,8 @@ def to_inbound(
         if not addressed:
             return Skip("a channel message not addressed to the bot")
     thread_ts = _text(event.get("thread_ts"))
+    listed = event.get("files")
+    files = [f for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
     return InboundMessage(
         channel=channel_name,
         chat_id=chat_id,
@@ -170,5 +185,5 @@ def to_inbound(
         text=_strip_mention(text, bot_user_id),
         message_id=message_id,
         is_group=not is_dm,
-        raw_ref={"ts": event.get("ts"), "team": callback.get("team_id")},
+        raw_ref=SlackRef(ts=event.get("ts"), team=callback.get("team_id"), files=files),
     )
