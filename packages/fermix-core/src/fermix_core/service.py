@@ -192,7 +192,7 @@ class FermixService:
         )
         self.routes = plan
         if plan.primary is None:
-            log.warning("no provider configured: %s", plan.reason)
+            log.warning("%s", plan.reason)  # the reason already says "no provider configured"
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
         # older than 15 s are discarded at checkout.

@@ -125,7 +125,7 @@ class Section(BaseModel):
     numbers, so a quoted one is a mistake worth pointing at.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------- [fermix_core.*]
