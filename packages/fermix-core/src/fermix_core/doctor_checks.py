@@ -232,3 +232,25 @@ def check_bootstrap(ctx: DoctorContext) -> list[CheckResult]:
             "overwrites your prompt files",
         )
     ]
+
+
+def check_sandbox(ctx: DoctorContext) -> list[CheckResult]:
+    """Whether commands run confined (bubblewrap / sandbox-exec) or are only screened."""
+    if ctx.config is None:
+        return [CheckResult("sandbox confinement", Status.SKIP, "config not loaded")]
+    from fermix_core.sandbox import SandboxPolicy
+
+    policy = SandboxPolicy.from_config(ctx.config, ctx.home.path, environ=ctx.environ)
+    status = policy.confinement_status()
+    if status["active"]:
+        net = "network on" if status["network"] else "no network"
+        return [CheckResult("sandbox confinement", Status.OK, f"{status['detail']} ({net})")]
+    failing = status["setting"] == "required"
+    return [
+        CheckResult(
+            "sandbox confinement",
+            Status.FAIL if failing else Status.WARN,
+            status["detail"],
+            fix=status["fix"],
+        )
+    ]

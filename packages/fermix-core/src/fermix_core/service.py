@@ -108,6 +108,7 @@ class FermixService:
         )
         service.runner = runner
         from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
+        from fermix_core.sandbox.policy import log_confinement
         from fermix_core.secrets import SecretResolver
 
         resolver = SecretResolver(
@@ -121,6 +122,7 @@ class FermixService:
             resolver=resolver,
         )
         sandbox.ensure_workspace()
+        await anyio.to_thread.run_sync(log_confinement, sandbox)
         from fermix_core.memory.plugin import open_backend
         from fermix_core.memory.review import MemoryReviewer
 

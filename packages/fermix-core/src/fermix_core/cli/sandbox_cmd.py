@@ -152,8 +152,15 @@ def show(
 
 
 def _render(info: dict[str, Any]) -> str:
+    confinement = info["confinement"]
     lines = [
         f"mode:            {info['mode']}",
+        f"confinement:     {confinement['setting']} — {confinement['detail']}",
+    ]
+    if confinement["fix"]:
+        lines.append(f"  to fix:        {confinement['fix']}")
+    lines.append(f"  network:       {'on' if confinement['network'] else 'off'}")
+    lines += [
         f"workspace:       {info['workspace']}",
         f"granted folders: {', '.join(info['allowed_roots']) or '(none)'}",
     ]

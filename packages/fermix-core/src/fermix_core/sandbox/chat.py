@@ -253,6 +253,8 @@ def _show(runtime: _Runtime) -> str:
         f"Sandbox: {info['mode']} mode, command profile {info['command_profile']}.",
         f"Workspace: {info['workspace']}",
         f"Granted folders: {grants}",
+        f"Commands: {info['confinement']['detail']}"
+        + (f" (to fix: {info['confinement']['fix']})" if info["confinement"]["fix"] else ""),
     ]
     for ignored in info["ignored_roots"]:
         lines.append(f"Ignored grant: {ignored['path']} ({ignored['reason']})")

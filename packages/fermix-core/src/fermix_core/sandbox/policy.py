@@ -23,6 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fermix_core.sandbox.commands import CommandChecker, CommandRefused
+from fermix_core.sandbox.confine import (
+    HOST_SOCKETS,
+    Launch,
+    Plan,
+    existing,
+    probe,
+    probed,
+    wrap,
+)
+from fermix_core.sandbox.exec import CommandResult, run_command
 from fermix_core.sandbox.paths import (
     FERMIX_INTERNALS,
     HOME_PROTECTED,
@@ -102,6 +112,11 @@ class SandboxPolicy:
     resolver: Any = None
     #: ``None`` probes the file system holding the OS home.
     case_insensitive: bool | None = None
+    #: ``"auto"`` confines children when a backend works, ``"required"`` refuses to start
+    #: them otherwise, ``"off"`` only screens (see :mod:`.confine`).
+    confinement: str = "auto"
+    #: Network inside confined children; ``None``: only the ``extended`` profile has it.
+    network: bool | None = None
     #: Granted roots that were dropped because no grant may name them, with the reason.
     ignored_roots: tuple[tuple[Path, str], ...] = field(init=False, default=())
     protected: tuple[Protected, ...] = field(init=False, default=())
@@ -115,6 +130,10 @@ class SandboxPolicy:
             names = ", ".join(PROFILES)
             raise ValueError(
                 f"command profile must be one of {names} (got {self.command_profile!r})"
+            )
+        if self.confinement not in ("auto", "required", "off"):
+            raise ValueError(
+                f"confinement must be auto, required or off (got {self.confinement!r})"
             )
         setattr_ = object.__setattr__
         root = Path("/")
@@ -181,6 +200,8 @@ class SandboxPolicy:
             env_allow=tuple(section.env.allow),
             env_deny=tuple(section.env.deny),
             env_set=dict(section.env.set),
+            confinement=section.confinement,
+            network=section.network,
             tracer=tracer,
             environ=environ,
             resolver=resolver,
@@ -428,6 +449,115 @@ class SandboxPolicy:
         """Whether the command profile lets the agent start *argv0*."""
         return program_allowed(self.command_profile, argv0)
 
+    # ------------------------------------------------------------------ confinement
+
+    @property
+    def network_allowed(self) -> bool:
+        """Whether confined children get the network (``[sandbox] network``, else only the
+        ``extended`` profile)."""
+        if self.network is not None:
+            return bool(self.network)
+        return self.command_profile == "extended"
+
+    def confinement_plan(
+        self, cwd: Path, ctx: ToolContext | None = None, *, write: bool = True
+    ) -> Plan:
+        """What a child started from *cwd* in this run may see and write."""
+        roots = existing(self.roots(ctx))
+        home = self.os_home
+        masked = existing(
+            [home / rel for rel, _reason in HOME_PROTECTED]
+            + [self.fermix_home]
+            + [Path(p) for p in HOST_SOCKETS]
+        )
+        rebind = [
+            root
+            for root in roots
+            if any(root != m and is_within(str(root), str(m)) for m in masked)
+        ]
+        masked = [m for m in masked if m not in roots]
+        read_only = [
+            path
+            for path in existing(self.write_protected_paths())
+            if write and any(is_within(str(path), str(root)) for root in roots)
+        ]
+        return Plan(
+            cwd=Path(cwd),
+            roots=tuple(roots),
+            write=write,
+            masked=tuple(masked),
+            rebind=tuple(rebind),
+            read_only=tuple(read_only),
+            network=self.network_allowed,
+        )
+
+    def write_protected_paths(self) -> list[Path]:
+        """The existing write-protected files and folders (globs such as ``.local/bin/*``
+        expanded)."""
+        return [entry.path for entry in self.write_protected]
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        ctx: ToolContext | None = None,
+        write: bool = True,
+    ) -> Launch:
+        """The argv and env that start *argv* confined (or screened only, when confinement
+        is off or unavailable in ``auto``). The one entry point for every child the agent
+        starts — tools through :meth:`run`, long-lived servers (MCP stdio) directly.
+        ``write=False`` binds every root read-only. Raises ``ConfinementUnavailable`` when
+        ``confinement = "required"`` and no backend works."""
+        plan = self.confinement_plan(cwd, ctx, write=write)
+        return wrap(argv, env, plan, setting=self.confinement)  # type: ignore[arg-type]
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        ctx: ToolContext | None = None,
+        write: bool = True,
+        **options: Any,
+    ) -> CommandResult:
+        """:func:`run_command` of *argv* under :meth:`launch` (options pass through)."""
+        import anyio
+
+        if self.confinement != "off" and not probed():
+            await anyio.to_thread.run_sync(probe)  # a few ms, once per process
+        started = self.launch(argv, cwd=cwd, env=env, ctx=ctx, write=write)
+        return await run_command(started.argv, cwd=cwd, env=started.env, **options)
+
+    def confinement_status(self) -> dict[str, Any]:
+        """For ``fermix sandbox show``, ``fermix doctor`` and the boot log."""
+        if self.confinement == "off":
+            return {
+                "setting": "off",
+                "active": False,
+                "backend": None,
+                "detail": 'confinement = "off": commands are screened only, not confined',
+                "fix": 'set [sandbox] confinement = "auto"',
+                "network": self.network_allowed,
+            }
+        found = probe()
+        if found.available:
+            detail = f"every command runs inside {found.detail}"
+        elif self.confinement == "required":
+            detail = f"{found.detail}; confinement is required, so no command will run"
+        else:
+            detail = f"{found.detail}; commands are screened only, NOT confined"
+        return {
+            "setting": self.confinement,
+            "active": found.available,
+            "backend": found.backend,
+            "detail": detail,
+            "fix": None if found.available else found.fix,
+            "network": self.network_allowed,
+        }
+
     # ------------------------------------------------------------------ environment
 
     def child_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -537,6 +667,7 @@ class SandboxPolicy:
                 "set": {name: _masked(name, value) for name, value in self.env_set.items()},
             },
             "case_insensitive": bool(self.case_insensitive),
+            "confinement": self.confinement_status(),
         }
 
     # ------------------------------------------------------------------ traces
@@ -573,6 +704,24 @@ class SandboxPolicy:
             )
         except Exception:
             log.debug("sandbox trace failed", exc_info=True)
+
+
+def log_confinement(policy: SandboxPolicy) -> dict[str, Any]:
+    """Say at boot how commands will run: confined (info), screened only (a loud warning),
+    or not at all (``required`` without a backend: an error)."""
+    status = policy.confinement_status()
+    if status["active"]:
+        log.info("sandbox: %s", status["detail"])
+    elif status["setting"] == "required":
+        log.error("sandbox: %s. To fix: %s", status["detail"], status["fix"])
+    else:
+        log.warning(
+            "sandbox: %s; a command the screen lets through can read and write whatever "
+            "you can. To fix: %s",
+            status["detail"],
+            status["fix"],
+        )
+    return status
 
 
 def _masked(name: str, value: Any) -> Any:

@@ -113,10 +113,11 @@ async def search_rg(
     max_matches: int,
     env: dict[str, str],
     timeout: float,
+    policy: Any,
+    ctx: Any,
 ) -> SearchResult:
-    """Run ripgrep over *files* in argv-sized batches until *max_matches* are found."""
-    from fermix_core.sandbox import run_command
-
+    """Run ripgrep over *files* in argv-sized batches until *max_matches* are found,
+    confined read-only by *policy*."""
     result = SearchResult(backend="ripgrep")
     order = {entry.relative: index for index, entry in enumerate(files)}
     started = time.monotonic()
@@ -145,7 +146,7 @@ async def search_rg(
             "--",
             *batch,
         ]
-        outcome = await run_command(argv, cwd=root, env=env, timeout=remaining)
+        outcome = await policy.run(argv, cwd=root, env=env, ctx=ctx, write=False, timeout=remaining)
         if outcome.exit_code == 2 and any(s in outcome.stderr for s in _RG_REGEX_ERROR):
             raise RgPatternError(outcome.stderr.strip())
         if outcome.timed_out:

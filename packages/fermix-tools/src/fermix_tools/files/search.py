@@ -121,7 +121,7 @@ class ContentSearch(Tool[ContentSearchArgs]):
         files, too_big = await anyio.to_thread.run_sync(
             _candidates, root, policy, ctx, stats, matcher, deadline
         )
-        result = await _search(policy, root, files, args, regex, deadline)
+        result = await _search(policy, ctx, root, files, args, regex, deadline)
         notes = []
         if result.more:
             notes.append(
@@ -173,6 +173,7 @@ def _candidates(
 
 async def _search(
     policy: Any,
+    ctx: Any,
     root: Path,
     files: list[FileEntry],
     args: ContentSearchArgs,
@@ -191,6 +192,8 @@ async def _search(
                 max_matches=MAX_CONTENT_MATCHES,
                 env=grep.rg_env(policy),
                 timeout=max(deadline - time.monotonic(), 1.0),
+                policy=policy,
+                ctx=ctx,
             )
         except grep.RgPatternError:
             pass  # a dialect difference (look-around, back-references): Python re has them

@@ -160,8 +160,6 @@ class _GitTool(Tool[GitArgs]):
     writes: ClassVar[bool]
 
     async def run(self, args: GitArgs, ctx: ToolContext) -> ToolOutput:
-        from fermix_core.sandbox import run_command
-
         policy = sandbox(ctx)
         checked = gitargs.check(args.args, self.rules, self.name)
         cwd = working_dir(policy, ctx, args.cwd, what="cwd")
@@ -173,10 +171,12 @@ class _GitTool(Tool[GitArgs]):
         if checked.subcommand != "init":
             top = await self._repository(git, cwd, env, policy, ctx)
         self._check_paths(checked, cwd, top, policy, ctx)
-        result = await run_command(
+        result = await policy.run(
             [git, *PINS, *checked.argv],
             cwd=cwd,
             env=env,
+            ctx=ctx,
+            write=self.writes,
             timeout=GIT_TIMEOUT,
             output_cap=GIT_OUTPUT_CAP,
         )
@@ -191,12 +191,12 @@ class _GitTool(Tool[GitArgs]):
     async def _repository(
         self, git: str, cwd: Path, env: dict[str, str], policy: Any, ctx: ToolContext
     ) -> Path:
-        from fermix_core.sandbox import run_command
-
-        probe = await run_command(
+        probe = await policy.run(
             [git, *PINS, "rev-parse", "--show-toplevel", "--absolute-git-dir"],
             cwd=cwd,
             env=env,
+            ctx=ctx,
+            write=False,
             timeout=30.0,
             output_cap=64_000,
         )
@@ -217,10 +217,12 @@ class _GitTool(Tool[GitArgs]):
                     f"the repository's {what} {path} is outside the sandbox, so git tools "
                     f"will not run in it ({exc})"
                 ) from None
-        listing = await run_command(
+        listing = await policy.run(
             [git, *PINS, "config", "--list", "--show-scope", "-z"],
             cwd=cwd,
             env=env,
+            ctx=ctx,
+            write=False,
             timeout=30.0,
             output_cap=1_000_000,
         )
