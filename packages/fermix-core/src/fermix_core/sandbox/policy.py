@@ -179,13 +179,15 @@ class SandboxPolicy:
         environ: Mapping[str, str] | None = None,
         tracer: Any = None,
         resolver: Any = None,
+        section: Any = None,
     ) -> SandboxPolicy:
-        """The policy ``[sandbox]`` of *config* describes.
+        """The policy ``[sandbox]`` of *config* describes (or *section*, a
+        ``SandboxConfig`` to use instead: the approved one while a change is pending).
 
         *os_home* defaults to ``$HOME`` of *environ* (then of this process): protected paths
         key off the OS home, never off ``FERMIX_HOME``.
         """
-        section = config.core.sandbox
+        section = config.core.sandbox if section is None else section
         env = os.environ if environ is None else environ
         if os_home is None:
             os_home = Path(env.get("HOME") or Path.home())
