@@ -27,7 +27,7 @@ def corpus(name: str) -> list[tuple[str, str]]:
         if not line.strip() or line.startswith("#"):
             continue
         expect, sep, value = line.partition("\t")
-        kinds = ("deny", "allow", "refuse", "profile")
+        kinds = ("deny", "allow", "refuse", "profile", "readonly")
         assert sep and expect in kinds, f"{name}:{number}: {line!r}"
         cases.append((expect, value))
     return cases
@@ -117,6 +117,14 @@ def test_the_corpus_is_substantial() -> None:
 def test_hostile_paths(tree: Tree, expect: str, raw: str) -> None:
     path = tree.fill(raw)
     ctx = tree.ctx()
+    if expect == "readonly":  # open mode: the home is a root; these may be read, not written
+        policy = tree.policy("open")
+        resolved = policy.resolve(path, ctx)
+        assert policy.contains(resolved, ctx)
+        with pytest.raises(SandboxDenied) as caught:
+            policy.resolve(path, ctx, write=True)
+        assert caught.value.reason == "protected", raw
+        return
     for mode in MODES:
         policy = tree.policy(mode)
         for write in (False, True):

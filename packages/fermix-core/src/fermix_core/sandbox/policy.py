@@ -37,6 +37,7 @@ from fermix_core.sandbox.paths import (
     FERMIX_INTERNALS,
     HOME_PROTECTED,
     HOME_WRITE_PROTECTED,
+    HOME_WRITE_PROTECTED_NAMES,
     OS_ROOTS,
     PathProblem,
     Protected,
@@ -70,7 +71,20 @@ BASE_ENV: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Variables a glob in ``[sandbox.env] allow`` never matches: they need their exact name.
 _CREDENTIAL_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE
+    r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|CREDS|AUTH|COOKIE|SESSION|PRIVATE|SIGNING"
+    r"|DSN|WEBHOOK|BEARER|JWT|SALT|_PWD$|_PW$|_PIN$"
+    r"|(?:DATABASE|DB|REDIS|MONGO(?:DB)?|AMQP|RABBITMQ|POSTGRES(?:QL)?|MYSQL|BROKER)_?UR[LI]",
+    re.IGNORECASE,
+)
+#: Values that carry a credential whatever the variable is called: a URL with a password
+#: (``postgres://app:hunter2@db/app``), a webhook URL, or a token shape the log redactor
+#: knows (``sk-…``, ``ghp_…``, ``xoxb-…``, JWTs, AWS key ids, …).
+_CREDENTIAL_VALUE = re.compile(
+    r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@"
+    r"|^https://hooks\.slack\.com/|^https://discord(?:app)?\.com/api/webhooks/"
+    r"|^https://[^/]*\.(?:webhook\.office|logic\.azure)\.com/"
+    r"|^https://[0-9a-f]{16,}@[^/]*sentry\.io/",
+    re.IGNORECASE,
 )
 
 
@@ -287,6 +301,11 @@ class SandboxPolicy:
             for entry in self.write_protected:
                 if is_within(key, self._key(entry.path)):
                     return f"{entry.reason}; it may be read but never written"
+            if is_within(key, home):
+                name = key.rsplit("/", 1)[-1]
+                for pattern, reason in HOME_WRITE_PROTECTED_NAMES:
+                    if fnmatch.fnmatchcase(name, pattern):
+                        return f"{reason}; it may be read but never written"
         return None
 
     def _protected_keys(self) -> list[tuple[str, Protected]]:
@@ -578,7 +597,7 @@ class SandboxPolicy:
         env.setdefault("PATH", DEFAULT_PATH)
         env.setdefault("LANG", "C.UTF-8")
         for name, value in host.items():
-            if self._env_allowed(name):
+            if self._env_allowed(name, value):
                 env[name] = value
         for name in list(env):
             if name not in ("PATH", "HOME") and self._env_denied(name):
@@ -588,12 +607,12 @@ class SandboxPolicy:
             env.update({str(k): str(v) for k, v in extra.items()})
         return env
 
-    def _env_allowed(self, name: str) -> bool:
+    def _env_allowed(self, name: str, value: str = "") -> bool:
         for pattern in self.env_allow:
             if pattern == name:
                 return True
             globbed = any(ch in pattern for ch in "*?[")
-            if globbed and fnmatch.fnmatchcase(name, pattern) and not _CREDENTIAL_NAME.search(name):
+            if globbed and fnmatch.fnmatchcase(name, pattern) and not credential_like(name, value):
                 return True
         return False
 
@@ -659,6 +678,10 @@ class SandboxPolicy:
             ],
             "write_protected": [
                 {"path": str(p.path), "reason": p.reason} for p in self.write_protected
+            ]
+            + [
+                {"path": f"{self.os_home}/**/{pattern}", "reason": reason}
+                for pattern, reason in HOME_WRITE_PROTECTED_NAMES
             ],
             "command_profile": self.command_profile,
             "profile_programs": "any program" if programs is None else sorted(programs),
@@ -706,6 +729,20 @@ class SandboxPolicy:
             )
         except Exception:
             log.debug("sandbox trace failed", exc_info=True)
+
+
+def credential_like(name: str, value: str = "") -> bool:
+    """Whether a variable looks like it holds a credential, by its name or its value; a
+    glob in ``[sandbox.env] allow`` never passes one (only its exact name does)."""
+    if _CREDENTIAL_NAME.search(name):
+        return True
+    if not value:
+        return False
+    if _CREDENTIAL_VALUE.search(value.strip()):
+        return True
+    from fermix_core.logs import redact
+
+    return redact(value) != value
 
 
 def log_confinement(policy: SandboxPolicy) -> dict[str, Any]:
