@@ -108,19 +108,27 @@ class FermixService:
         )
         service.runner = runner
         from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
+        from fermix_core.sandbox.policy import log_confinement
         from fermix_core.secrets import SecretResolver
 
         resolver = SecretResolver(
             environ=runtime.environ, profile=config.core.fermix_core.profile, host=runtime.host
         )
+        from fermix_core.sandbox import approval as sandbox_approval
+
+        approved = await anyio.to_thread.run_sync(sandbox_approval.check, runtime.home)
+        if approved.pending:
+            log.warning("sandbox: %s", approved.message())
         sandbox = SandboxPolicy.from_config(
             config,
             runtime.home.path,
             environ=runtime.environ,
             tracer=runner.tracer,
             resolver=resolver,
+            section=sandbox_approval.effective_section(config, approved),
         )
         sandbox.ensure_workspace()
+        await anyio.to_thread.run_sync(log_confinement, sandbox)
         from fermix_core.memory.plugin import open_backend
         from fermix_core.memory.review import MemoryReviewer
 
