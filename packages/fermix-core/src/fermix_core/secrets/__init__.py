@@ -37,6 +37,7 @@ from fermix_core.secrets.resolve import (
     MAX_COMMAND_OUTPUT,
     MAX_COMMAND_TIMEOUT,
     SecretResolver,
+    remember_configured_secrets,
     run_secret_command,
 )
 from fermix_core.secrets.store import migrate_secrets, store_plaintext_secrets
@@ -61,6 +62,7 @@ __all__ = [
     "keyring_writer_available",
     "migrate_secrets",
     "profile_from_document",
+    "remember_configured_secrets",
     "run_secret_command",
     "store_plaintext_secrets",
 ]
