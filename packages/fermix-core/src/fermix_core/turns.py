@@ -31,6 +31,7 @@ from fermix_core.traces import Body
 
 if TYPE_CHECKING:  # pragma: no cover
     from fermix_core.agent import CapabilityRegistry, LoopResult, ModelCaller
+    from fermix_core.channels.streaming import StreamController
     from fermix_core.gateway import TurnJob
     from fermix_core.prompt import PromptComposer
     from fermix_core.store import ConversationStore
@@ -45,6 +46,10 @@ NO_PROVIDER = "No provider is configured — run `fermix setup` to choose one."
 #: The turns a guest's turn replays from a shared conversation.
 GUEST_VISIBLE = frozenset({"guest"})
 MAX_BACKGROUND = 8
+#: How long /stop waits for the platform to delete a live draft.
+STREAM_CLEANUP_SECONDS = 10.0
+#: Run profiles of foreground channel turns, the only turns that stream live.
+STREAMED_PROFILES = frozenset({"normal", "ultra"})
 RECENT_BACKGROUND = 20
 #: Messages kept verbatim after a compaction summary.
 COMPACTION_KEEP = 6
@@ -138,6 +143,8 @@ class TurnRunner:
         self.queue: Any = None  # set by the service once the queue exists
         self.task_group: Any = None  # the service's task group, for post-reply and background work
         self._handles: dict[int, Any] = {}
+        #: Live streams by job, so ``/stop`` can take the unsealed draft down.
+        self._streams: dict[int, StreamController] = {}
         self._background: dict[str, BackgroundTask] = {}
         self._recent: dict[ConversationKey, deque[BackgroundTask]] = {}
         self._bg_counter = 0
@@ -162,7 +169,11 @@ class TurnRunner:
     async def on_stopped(self, job: TurnJob) -> None:
         """The queue cancelled *job*: close its turn and mark the orphaned request."""
         handle = self._handles.pop(id(job), None)
+        stream = self._streams.pop(id(job), None)
         with anyio.CancelScope(shield=True):
+            if stream is not None:
+                with anyio.move_on_after(STREAM_CLEANUP_SECONDS):
+                    await stream.abort()
             if handle is not None:
                 await self.store.abandon_turn(handle.turn_id, "stopped")
                 await self.store.append_marker(handle.conversation_id, STOP_MARKER)
@@ -297,11 +308,14 @@ class TurnRunner:
             # one-shot CLI prints the prompt and the owner re-runs the command.
             ctx.state["resume"] = job
         loop = AgentLoop(self.caller, snapshot, emit=self.emit, tracer=self.tracer)
+        stream = self._stream_for(job, session_id)
         try:
-            result: LoopResult = await loop.run(
-                [Message.system(system), *view.history, view.user], ctx
+            result: LoopResult = await self._run_loop(
+                loop, [Message.system(system), *view.history, view.user], ctx, job, stream
             )
         except ProviderError as exc:
+            if stream is not None:
+                await self._end_stream(job, stream)
             if self.tracer is not None:
                 self.tracer.error(
                     exc, session_id=session_id, kind=str(exc.kind), provider=exc.provider
@@ -325,10 +339,10 @@ class TurnRunner:
         if result.empty:
             # An empty completion is answered honestly and never committed.
             await self.store.abandon_turn(handle.turn_id, "empty")
-            await self._send(job, result.text)
+            await self._deliver(job, stream, result.text)
             outcome.status = "empty"
             return outcome
-        await self._send(job, result.text)
+        await self._deliver(job, stream, result.text)
         self._trace(
             "channel_msg",
             session_id,
@@ -355,6 +369,64 @@ class TurnRunner:
         )
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
+
+    # ------------------------------------------------------------------ streaming
+
+    def _stream_for(self, job: TurnJob, session_id: str) -> StreamController | None:
+        """A live stream for a foreground channel turn whose port streams; else ``None``.
+
+        Background work, jobs and local surfaces (their features say ``off``) never stream;
+        a ``draft`` on a port that cannot edit streams nothing (``stream_mode`` is off).
+        """
+        mode = getattr(job.reply.features, "stream_mode", "off")
+        if mode == "off" or job.background or job.run_profile not in STREAMED_PROFILES:
+            return None
+        from fermix_core.channels.streaming import StreamController
+
+        message = job.message
+        return StreamController(
+            job.reply,
+            chat_id=message.chat_id,
+            thread_id=message.thread_id,
+            mode=mode,
+            session_id=session_id,
+            emit=self.emit,
+        )
+
+    async def _run_loop(
+        self,
+        loop: Any,
+        messages: list[Message],
+        ctx: ToolContext,
+        job: TurnJob,
+        stream: StreamController | None,
+    ) -> LoopResult:
+        if stream is None:
+            return await loop.run(messages, ctx)
+        self._streams[id(job)] = stream
+        try:
+            async with stream.running():
+                return await loop.run(messages, ctx, stream=True, on_event=stream.on_event)
+        except anyio.get_cancelled_exc_class():
+            raise  # /stop: on_stopped() deletes the live draft
+        except ProviderError:
+            raise
+        except BaseException:
+            await self._end_stream(job, stream)
+            raise
+
+    async def _end_stream(self, job: TurnJob, stream: StreamController) -> None:
+        """The turn failed: the live draft and any 💭 lines go; sealed cards stay."""
+        self._streams.pop(id(job), None)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STREAM_CLEANUP_SECONDS):
+            await stream.abort()
+
+    async def _deliver(self, job: TurnJob, stream: StreamController | None, text: str) -> None:
+        """Send the final answer, minus whatever the live stream already delivered."""
+        if stream is not None:
+            text = await stream.finish(text) or ""
+            self._streams.pop(id(job), None)
+        await self._send(job, text)
 
     def _trace(self, type: str, session_id: str, **fields: Any) -> None:
         if self.tracer is not None:
