@@ -29,6 +29,7 @@ BENCHMARKS = [
     "sandbox",
     "slack",
     "confine",
+    "traces",
 ]
 
 

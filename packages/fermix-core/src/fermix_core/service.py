@@ -74,6 +74,11 @@ class FermixService:
 
         service = cls(runtime)
         config = runtime.config
+        from fermix_core.secrets import remember_configured_secrets
+
+        # Before anything can fail with a provider's error body: the redactor must know
+        # the configured keys, whatever their shape (error replies, traces, logs).
+        remember_configured_secrets(config, runtime.registry, runtime.environ)
         reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
         service.store = await ConversationStore.open(runtime.home.memory_db)
         registry = runtime.registry
