@@ -6,6 +6,7 @@ import gc
 import logging
 import os
 import signal
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ log = logging.getLogger("fermix.daemon")
 
 
 async def serve() -> int:
+    from fermix_core.channels.runtime import daemon_channels
     from fermix_core.runtime import Runtime
     from fermix_core.service import FermixService
 
@@ -29,10 +31,12 @@ async def serve() -> int:
         raise
     home = runtime.home
     stop = anyio.Event()
-    async with FermixService.running(runtime) as service:
+    async with FermixService.running(runtime) as service, AsyncExitStack() as channels:
         failures = await runtime.start()
         for plugin, error in failures:
             log.error("plugin %s failed to start: %s", plugin, error)
+        # Channels start once the gateway is ready and stop before the plugins' shutdown.
+        await channels.enter_async_context(daemon_channels(runtime, service))
         handlers = _handlers(service, stop)
         server = ControlServer(home.daemon_sock, handlers)
         async with anyio.create_task_group() as tg:
@@ -55,6 +59,7 @@ async def serve() -> int:
             log.info("daemon stopping")
             service.available = False
             tg.cancel_scope.cancel()
+        await channels.aclose()
         await runtime.stop()
     remove_pidfile(home.pid_file, os.getpid())
     return 0
