@@ -55,6 +55,8 @@ class FermixService:
         self.cli_features: Any = None
         #: The daemon's ChannelRuntime once channels run (``None`` for ask and embedding).
         self.channels: Any = None
+        #: Where the daemon's HTTP ingress listens (an IngressInfo), once it runs.
+        self.ingress: Any = None
         self._closers: list[Any] = []
 
     @property
@@ -249,4 +251,5 @@ class FermixService:
             "fallback_providers": [r.name for r in plan.fallbacks] if plan else [],
             "active_conversations": len(self.queue.active()) if self.queue else 0,
             "channels": self.channels.health() if self.channels is not None else [],
+            "http": self.ingress.as_dict() if self.ingress is not None else None,
         }

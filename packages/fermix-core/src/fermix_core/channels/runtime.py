@@ -634,6 +634,30 @@ def summarize(health: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(parts) or "none enabled"
 
 
+def _ingress(runtime: Any, service: Any, channels: ChannelRuntime) -> Any:
+    from fermix_core import __version__
+    from fermix_core.channels.ingress import HttpIngress, build_app, resolve_bind
+
+    web = runtime.config.core.fermix_web
+
+    def live() -> dict[str, Any]:
+        return {
+            "ok": bool(service.available),
+            "version": __version__,
+            "channels": summarize(channels.health()),
+        }
+
+    def ready() -> tuple[bool, dict[str, Any]]:
+        available = bool(service.available)
+        ok = available and channels.ready()
+        return ok, {"ready": ok, "available": available, "channels": channels.health()}
+
+    app, served = build_app(
+        live=live, ready=ready, routes=channels.webhook_routes(), max_body_bytes=web.max_body_bytes
+    )
+    return HttpIngress(app, bind=resolve_bind(runtime.environ), port=web.port, routes=served)
+
+
 @asynccontextmanager
 async def daemon_channels(runtime: Any, service: Any) -> AsyncIterator[ChannelRuntime]:
     """The daemon's channels: the seen-ids record, one shared HTTP client, the runtime.
@@ -659,8 +683,9 @@ async def daemon_channels(runtime: Any, service: Any) -> AsyncIterator[ChannelRu
                 seen_ids=seen,
                 available=lambda: bool(service.available),
             )
-            async with channels.running():
+            async with channels.running(), _ingress(runtime, service, channels).serving() as info:
                 service.channels = channels
+                service.ingress = info
                 try:
                     yield channels
                 finally:

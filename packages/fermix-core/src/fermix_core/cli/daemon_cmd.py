@@ -166,6 +166,11 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
 
 
 def _echo_channels(result: dict) -> None:
+    http = result.get("http") or {}
+    if http.get("url"):
+        typer.echo(f"http: {http['url']}")
+    elif http.get("error"):
+        typer.echo(f"http: not listening — {http['error']}")
     enabled = [c for c in result.get("channels") or [] if c.get("enabled")]
     if not enabled:
         typer.echo("channels: none enabled")
