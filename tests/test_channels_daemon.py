@@ -117,6 +117,23 @@ def completion(text: str) -> dict:
     }
 
 
+def stream_chunks(text: str) -> list:
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "model": "qwen3",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": text}),
+        chunk({}, "stop"),
+        "[DONE]",
+    ]
+
+
 class Backend:
     """The model and the echo platform on one loopback server."""
 
@@ -134,7 +151,10 @@ class Backend:
         user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
         if isinstance(user, list):
             user = "".join(p.get("text", "") for p in user)
-        return Reply(body=completion(f"echo: {user}"))
+        text = f"echo: {user}"
+        if body.get("stream"):  # channel turns stream; answer with the wire's SSE chunks
+            return Reply(sse=stream_chunks(text))
+        return Reply(body=completion(text))
 
     async def wait_sent(self, count: int) -> None:
         with anyio.fail_after(60):

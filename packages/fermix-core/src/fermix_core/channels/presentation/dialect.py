@@ -1,0 +1,99 @@
+"""Dialects: a renderer, a message-length cap and the way the platform counts length.
+
+A third-party channel with its own markup builds a :class:`DialectProfile` around its own
+:class:`~.render.Renderer` subclass and passes it wherever a :class:`Dialect` is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .render import (
+    DiscordRenderer,
+    PlainRenderer,
+    Renderer,
+    SlackRenderer,
+    TelegramRenderer,
+    WhatsAppRenderer,
+)
+
+__all__ = [
+    "Dialect",
+    "DialectProfile",
+    "code_points",
+    "dialect_profile",
+    "utf8_bytes",
+    "utf16_units",
+]
+
+
+def utf16_units(text: str) -> int:
+    """Length in UTF-16 code units: an astral character (most emoji) counts two."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def code_points(text: str) -> int:
+    """Length in Unicode code points (Python's ``len``)."""
+    return len(text)
+
+
+def utf8_bytes(text: str) -> int:
+    """Length in UTF-8 bytes."""
+    return len(text.encode("utf-8"))
+
+
+class Dialect(StrEnum):
+    TELEGRAM = "telegram"
+    DISCORD = "discord"
+    SLACK = "slack"
+    WHATSAPP = "whatsapp"
+    SIGNAL = "signal"
+    PLAIN = "plain"
+
+
+@dataclass(frozen=True)
+class DialectProfile:
+    """How one platform renders and measures a message.
+
+    ``measure`` counts a rendered message the way the platform enforces ``limit``;
+    ``measure_name`` says how, for docs and error messages.
+    """
+
+    name: str
+    renderer: Renderer
+    limit: int
+    measure: Callable[[str], int] = field(default=utf16_units)
+    measure_name: str = "UTF-16 code units"
+
+
+_PLAIN = PlainRenderer()
+
+#: Text caps from the channel table. Where a platform does not say how it counts, the
+#: UTF-16 measure is used: it is never smaller than the code-point count, so it errs on the
+#: side of a message that fits.
+PROFILES: dict[Dialect, DialectProfile] = {
+    # Bot API: 4096 characters of message text after entity parsing, counted in UTF-16.
+    Dialect.TELEGRAM: DialectProfile("telegram", TelegramRenderer(), 4096),
+    Dialect.WHATSAPP: DialectProfile("whatsapp", WhatsAppRenderer(), 4096),
+    Dialect.SLACK: DialectProfile("slack", SlackRenderer(), 40_000),
+    Dialect.DISCORD: DialectProfile("discord", DiscordRenderer(), 2000),
+    # Signal clients fold a body over 2,000 UTF-8 bytes into a "long text" attachment that
+    # some clients show only after a tap; chunks at 2,000 bytes stay ordinary messages.
+    Dialect.SIGNAL: DialectProfile("signal", _PLAIN, 2000, utf8_bytes, "UTF-8 bytes"),
+    Dialect.PLAIN: DialectProfile("plain", _PLAIN, 4096, code_points, "characters"),
+}
+
+
+def dialect_profile(dialect: Dialect | str | DialectProfile) -> DialectProfile:
+    """The profile for *dialect* (a :class:`Dialect`, its name, or a profile as is)."""
+    if isinstance(dialect, DialectProfile):
+        return dialect
+    try:
+        return PROFILES[Dialect(dialect)]
+    except ValueError:
+        names = ", ".join(d.value for d in Dialect)
+        raise ValueError(
+            f"unknown dialect {dialect!r}; use one of {names} or pass a DialectProfile"
+        ) from None
