@@ -45,8 +45,8 @@ ECHO_MODULES = {
         from pydantic import BaseModel, ConfigDict
 
         from fermix_core.channel import (
-            Channel, DeliveryUnavailable, InboundMessage, SentMessage, WebhookResponse,
-            WebhookRoute,
+            Channel, ChannelError, ChannelTransientError, DeliveryUnavailable, InboundMessage,
+            SentMessage, WebhookResponse, WebhookRoute,
         )
 
 
@@ -79,7 +79,10 @@ ECHO_MODULES = {
                     f"{self.config.api_base_url}/send",
                     json={"chat": message.chat_id, "text": message.text},
                 )
-                answer.raise_for_status()
+                if answer.status_code >= 500:
+                    raise ChannelTransientError(f"echo platform answered {answer.status_code}")
+                if answer.status_code >= 400:
+                    raise ChannelError(f"echo platform refused: {answer.text}")
                 return SentMessage(message_id=str(answer.json()["id"]))
 
             def webhook_routes(self):
@@ -139,15 +142,25 @@ class Backend:
 
     def __init__(self) -> None:
         self.sent: list[dict] = []
+        self.attempts = 0
+        self.model_requests: list[dict] = []
         self.changed = anyio.Event()
 
     async def __call__(self, request: RecordedRequest) -> Reply:
         if request.path == "/send":
+            self.attempts += 1
+            if request.json()["chat"] == "closed":
+                self.changed.set()
+                self.changed = anyio.Event()
+                return Reply(status=400, body={"error": "window closed"})
             self.sent.append(request.json())
             self.changed.set()
             self.changed = anyio.Event()
             return Reply(body={"id": len(self.sent)})
         body = request.json()
+        self.model_requests.append(body)
+        self.changed.set()
+        self.changed = anyio.Event()
         user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
         if isinstance(user, list):
             user = "".join(p.get("text", "") for p in user)
@@ -155,6 +168,11 @@ class Backend:
         if body.get("stream"):  # channel turns stream; answer with the wire's SSE chunks
             return Reply(sse=stream_chunks(text))
         return Reply(body=completion(text))
+
+    async def wait_model(self, count: int) -> None:
+        with anyio.fail_after(60):
+            while len(self.model_requests) < count:
+                await self.changed.wait()
 
     async def wait_sent(self, count: int) -> None:
         with anyio.fail_after(60):
@@ -259,10 +277,29 @@ def test_a_third_party_webhook_channel_answers_through_the_daemon(daemon_env, ba
     assert backend.fake.sent[-1] == {"chat": "c1", "text": "echo: still there?"}
     assert len(backend.fake.sent) == 2
 
+    # A reply the platform refuses is logged with its conversation and kept in history:
+    # the next turn of that chat (FIFO, so after the first committed) sees it.
+    models = len(backend.fake.model_requests)
+    assert post(url, {"id": "m4", "chat": "closed", "from": "alice", "text": "one"}).text == (
+        "accepted"
+    )
+    assert post(url, {"id": "m5", "chat": "closed", "from": "alice", "text": "two"}).text == (
+        "accepted"
+    )
+    backend.call(backend.fake.wait_model, models + 2)
+    history = backend.fake.model_requests[-1]["messages"]
+    assert {"role": "assistant", "content": "echo: one"} in [
+        {"role": m["role"], "content": m["content"]} for m in history
+    ]
+
+    echo = {c["name"]: c for c in status(daemon_env)["channels"]}["echo"]
+    assert "window closed" in echo["last_delivery_error"]
+
     home = Path(daemon_env["FERMIX_HOME"])
     fermix(daemon_env, "stop")
     log = (home / "logs" / "fermix.log").read_text()
     assert "channel echo crashed" in log
+    assert "reply undelivered on echo (chat closed" in log
 
     # A restart keeps the seen-ids record: the redelivered m1 still runs nothing.
     fermix(daemon_env, "start")

@@ -42,8 +42,6 @@ from fermix_core.channel import (
     DeliveryResult,
     DeliveryUnavailable,
     InboundMessage,
-    OutboundMessage,
-    SentMessage,
     WebhookRequest,
     WebhookResponse,
     WebhookRoute,
@@ -104,6 +102,9 @@ class ChannelHealth:
     last_outbound: float | None = None
     restarts: int = 0
     source: str | None = None
+    #: The last reply that could not be delivered (a closed 24-hour window, a bad chat …).
+    last_delivery_error: str | None = None
+    last_delivery_error_at: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -118,6 +119,8 @@ class ChannelHealth:
             "last_outbound": _iso(self.last_outbound),
             "restarts": self.restarts,
             "source": self.source,
+            "last_delivery_error": self.last_delivery_error,
+            "last_delivery_error_at": _iso(self.last_delivery_error_at),
         }
 
 
@@ -207,33 +210,36 @@ def _describe(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- ports and hosts
 
 
-class _TrackingPort:
-    """The default reply port: sends through the adapter and records outbound time."""
+PortFactory = Callable[[Channel, ChannelSpec, "_Slot", "ChannelRuntime"], Any]
 
-    def __init__(self, channel: Channel, features: Any, slot: _Slot) -> None:
-        self.channel = channel
-        self.features = features
-        self._slot = slot
-
-    async def send(self, message: OutboundMessage) -> SentMessage:
-        sent = await self.channel.send(message)
-        self._slot.health.last_outbound = time.time()
-        return sent
-
-    async def react(self, chat_id: str, message_id: str, emoji: str) -> None:
-        await self.channel.react(chat_id, message_id, emoji)
+#: How often the typing indicator is renewed while a turn runs (platforms show it ~5 s).
+TYPING_EVERY = 4.0
+#: A turn longer than this stops renewing the indicator.
+TYPING_MAX = 600.0
 
 
-PortFactory = Callable[[Channel, ChannelSpec, "_Slot"], Any]
-
-
-def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot) -> Any:
+def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: ChannelRuntime) -> Any:
+    """The reply port of a channel's turns: an :class:`~.outbound.OutboundPort`."""
+    from fermix_core.channels.outbound import OutboundPort
     from fermix_core.gateway.reply import features_of
 
+    streaming = getattr(slot.section, "streaming", None)
     features = features_of(
-        channel, local=not spec.remote, reactions=getattr(channel, "reactions_allowed", None)
+        channel,
+        local=not spec.remote,
+        reactions=getattr(channel, "reactions_allowed", None),
+        streaming=streaming if isinstance(streaming, str) else None,
     )
-    return _TrackingPort(channel, features, slot)
+    health = slot.health
+
+    def sent() -> None:
+        health.last_outbound = time.time()
+
+    def failed(reason: str) -> None:
+        health.last_delivery_error = reason
+        health.last_delivery_error_at = time.time()
+
+    return OutboundPort(channel, features, on_sent=sent, on_failed=failed, emit=runtime.emit)
 
 
 class RuntimeHost:
@@ -425,7 +431,7 @@ class ChannelRuntime:
                 self.set_state(slot, "refused", problem)
                 continue
             slot.host = RuntimeHost(self, slot)
-            slot.port = self.port_factory(slot.channel, spec, slot)
+            slot.port = self.port_factory(slot.channel, spec, slot, self)
             if refusal is not None:
                 slot.refused = True
                 log.warning("channel %s refused to start: %s", spec.name, refusal)
@@ -520,7 +526,24 @@ class ChannelRuntime:
         if status == "dropped":
             return DeliveryResult.DROPPED
         slot.health.last_inbound = time.time()
+        job = getattr(outcome, "job", None)
+        typing = getattr(slot.port, "typing", None)
+        if (
+            job is not None
+            and callable(typing)
+            and getattr(slot.channel, "supports_typing", False)
+            and self._task_group is not None
+        ):
+            self._task_group.start_soon(self._typing, typing, message, job)
         return DeliveryResult.ACCEPTED
+
+    async def _typing(self, typing: Any, message: InboundMessage, job: Any) -> None:
+        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX)."""
+        with anyio.move_on_after(TYPING_MAX):
+            while not job.done.is_set():
+                await typing(message.chat_id, message.thread_id)
+                with anyio.move_on_after(TYPING_EVERY):
+                    await job.done.wait()
 
     # ------------------------------------------------------------------ supervision
 
