@@ -57,6 +57,12 @@ def fermix_doctor_checks():
         check="fermix_core.doctor_checks:check_bootstrap",
         order=70,
     )
+    yield DoctorCheckSpec(
+        name="channels",
+        label="channels",
+        check="fermix_core.channels.doctor:check_channels",
+        order=80,
+    )
 
 
 @hookimpl

@@ -53,6 +53,10 @@ class FermixService:
         self.routes: Any = None
         self.available = True
         self.cli_features: Any = None
+        #: The daemon's ChannelRuntime once channels run (``None`` for ask and embedding).
+        self.channels: Any = None
+        #: Where the daemon's HTTP ingress listens (an IngressInfo), once it runs.
+        self.ingress: Any = None
         self._closers: list[Any] = []
 
     @property
@@ -158,10 +162,13 @@ class FermixService:
                 owner_id=None, allowed_ids=(), command_allowlist=(), local=True
             )
         }
-        for name in registry.typed(ChannelSpec):
-            section = config.section(f"fermix_channels.{name}")
-            if section is not None:
-                policies[name] = TrustPolicy.from_section(section)
+        from fermix_core.channels.runtime import channel_section
+
+        for name, spec in registry.typed(ChannelSpec).items():
+            # Every registered channel gets a policy; a remote one without a section (or
+            # with nobody in it) authorizes nobody, a local one (acp) authorizes its socket.
+            section = channel_section(spec, config)
+            policies[name] = TrustPolicy.from_section(section, local=not spec.remote, channel=name)
         try:
             async with anyio.create_task_group() as tg, ConversationQueue(runner) as queue:
                 runner.queue = queue
@@ -256,4 +263,6 @@ class FermixService:
             "primary_provider": plan.primary.name if plan and plan.primary else None,
             "fallback_providers": [r.name for r in plan.fallbacks] if plan else [],
             "active_conversations": len(self.queue.active()) if self.queue else 0,
+            "channels": self.channels.health() if self.channels is not None else [],
+            "http": self.ingress.as_dict() if self.ingress is not None else None,
         }

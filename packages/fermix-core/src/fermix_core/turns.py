@@ -436,9 +436,14 @@ class TurnRunner:
         if not text:
             return
         message = job.message
-        await job.reply.send(
-            OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
-        )
+        from fermix_core.channels.outbound import ReplyUndelivered
+
+        # An undelivered reply was logged by the port with its conversation; the turn still
+        # commits it to history, so nothing is lost silently.
+        with contextlib.suppress(ReplyUndelivered):
+            await job.reply.send(
+                OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
+            )
 
     # ------------------------------------------------------------------ post-reply work
 
