@@ -416,3 +416,18 @@ async def test_cards_are_measured_in_the_channels_dialect() -> None:
     assert len(cards) >= 3
     assert all(rendered_length(card, "telegram") <= DRAFT_HARD_CHARS for card in cards)
     assert all(card.startswith("## Section") for card in cards)
+
+
+async def test_an_unbreakable_code_block_stops_the_live_card_and_is_handed_back() -> None:
+    r = await rig("draft")
+    code = "```python\n" + "".join(f"value_{n} = compute({n})\n" for n in range(120)) + "```"
+    answer = "Here is the script you asked for.\n\n" + code
+    for start in range(0, len(answer), 60):
+        await r.text(answer[start : start + 60])
+        await r.later(1.0)
+    assert all(len(card) <= 1800 for card in r.visible)
+    rest = await r.stream.finish(answer)
+    # The code block cannot be cut and is too long for a card: the port delivers it (as a
+    # file attachment where it is too long for a message); the intro stays a card.
+    assert rest is not None and rest.startswith("```python") and rest.endswith("```")
+    assert r.visible == ["Here is the script you asked for."]

@@ -92,6 +92,8 @@ BLOCK_MIN_CHARS = 800
 BLOCK_MAX_CHARS = 1200
 BLOCK_IDLE_FLUSH = 1.0
 STATUS_PREFIX = "💭"
+#: Timers wake this much after their deadline, so a clock read a hair early is still due.
+_TIMER_SLACK = 0.005
 _STATUS_MAX = 120
 
 # --------------------------------------------------------------------------- boundaries
@@ -256,8 +258,6 @@ class StreamController:
         self._draft = _Draft()
         self._block = _Block()
         self._status = _Status()
-        #: Texts of finished messages the stream sent (sealed cards, blocks, commentary).
-        self.delivered: list[str] = []
         #: Block mode: what the current model call's items sent (the final answer's part).
         self._segment: list[str] = []
         self._sent_any = False
@@ -282,7 +282,7 @@ class StreamController:
                 at = (
                     math.inf
                     if deadline is None
-                    else anyio.current_time() + max(0.0, deadline - self.clock())
+                    else anyio.current_time() + max(0.0, deadline - self.clock()) + _TIMER_SLACK
                 )
                 with anyio.CancelScope(deadline=at):
                     await wake.wait()
@@ -390,15 +390,17 @@ class StreamController:
             self._segment = []
             return
         draft = self._draft
-        text = self._live_text()
-        if draft.live is not None:
-            if text.strip() and text != draft.live.shown and not draft.overflow:
-                await self._edit(draft.live, text)
-            self.delivered.append(draft.live.shown)
-            self._telemetry("seal")
-        elif text.strip():
+        text = self._live_text().rstrip()
+        if draft.overflow:
+            # Too long for one card with nothing to cut on: the port sends it its own way.
+            await self._discard_live()
             await self._post(text)
-            self.delivered.append(text)
+        elif draft.live is not None:
+            if text and text != draft.live.shown:
+                await self._edit(draft.live, text)
+            self._telemetry("seal")
+        elif text:
+            await self._post(text)
             self._telemetry("seal")
         self._draft = _Draft()
 
@@ -462,7 +464,6 @@ class StreamController:
             await self._post(head)
         elif draft.live.shown != head:
             await self._edit(draft.live, head)
-        self.delivered.append(head)
         self._telemetry("seal")
         draft.live = None
         draft.continued = True
@@ -511,7 +512,6 @@ class StreamController:
             self._telemetry("rotate" if draft.continued else "open")
         elif draft.live.shown != text:
             await self._edit(draft.live, text)
-        self.delivered.append(text)
         self._telemetry("seal")
         draft.live = None
         return None
@@ -559,7 +559,6 @@ class StreamController:
         block = self._block
         await self._post(text)
         block.sent += text
-        self.delivered.append(text)
         self._telemetry("block")
 
     async def _block_flush_all(self) -> None:
