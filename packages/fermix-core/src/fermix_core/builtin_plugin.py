@@ -55,11 +55,15 @@ def fermix_doctor_checks():
 
 @hookimpl
 def fermix_setup_steps():
+    from fermix_core.setup_secrets import SECRETS_IN_CONFIG_OPTION
+
     yield SetupStepSpec(
         name="home",
         label="Fermix home",
         run="fermix_core.setup_steps:home_step",
         order=0,
+        # Read by every step that stores a secret (fermix_core.setup_secrets).
+        options=(SECRETS_IN_CONFIG_OPTION,),
     )
     from fermix_core.setup_personalization import PERSONALIZATION_STEP
 

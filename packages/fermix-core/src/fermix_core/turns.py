@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
+from fermix_core.memory.directives import OWNER_MESSAGES_STATE
 from fermix_core.messages import ImagePart, Message, TextPart, Usage
+from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import ToolContext, Trust
 from fermix_core.traces import Body
@@ -41,6 +43,8 @@ INTERNAL_ERROR = (
     "Something went wrong on my side and I could not finish; the details are in the log."
 )
 NO_PROVIDER = "No provider is configured — run `fermix setup` to choose one."
+#: The turns a guest's turn replays from a shared conversation.
+GUEST_VISIBLE = frozenset({"guest"})
 MAX_BACKGROUND = 8
 #: How long /stop waits for the platform to delete a live draft.
 STREAM_CLEANUP_SECONDS = 10.0
@@ -183,16 +187,32 @@ class TurnRunner:
             await self._send(job, NO_PROVIDER)
             return TurnOutcome(NO_PROVIDER, key, "", status="no_provider")
         conversation_id = await self.store.conversation_id(key)
-        window = await self.store.load_window(conversation_id)
-        history = [stored.message for stored in window]
+        # A guest's turn replays the guests' turns only: nothing the owner said, ran or was
+        # told in a shared chat reaches it (docs/gateway.md, "Shared conversations").
+        visible = None if job.trust is Trust.OPERATOR else GUEST_VISIBLE
+        window = await self.store.load_window(conversation_id, speakers=visible)
         user = user_message(message)
         session_id = f"main-{await self.store.next_session_number()}"
         speaker = "owner" if job.trust is Trust.OPERATOR else "guest"
-        if self._too_long([*history, user]):
+        view = self._replay(window, user, job, speaker)
+        owner_words = (
+            [
+                row.message.text
+                for row in window
+                if row.speaker == "owner" and row.kind == "message" and row.message.role == "user"
+            ]
+            + [message.text]
+            if job.trust is Trust.OPERATOR
+            else None
+        )
+        if self._too_long([*view.history, view.user]):
             # The history alone already overflows the model's window: summarise first, so
             # the call is made with a history that fits instead of failing on length.
-            await self._compact(conversation_id, window)
-            history = [stored.message for stored in await self.store.load_window(conversation_id)]
+            # The summary is written from the whole window, so it is operator-only.
+            full = window if visible is None else await self.store.load_window(conversation_id)
+            await self._compact(conversation_id, full)
+            window = await self.store.load_window(conversation_id, speakers=visible)
+            view = self._replay(window, user, job, speaker)
         handle = await self.store.begin_turn(
             conversation_id,
             user,
@@ -200,6 +220,7 @@ class TurnRunner:
             sender_id=message.sender_id,
             session_id=session_id,
             run_profile=job.run_profile,
+            sender_name=message.sender_name,
         )
         self._handles[id(job)] = handle
         self._trace(
@@ -213,7 +234,7 @@ class TurnRunner:
         )
         self._trace("agent_event", session_id, event="turn_start", run_profile=job.run_profile)
         try:
-            outcome = await self._loop(job, handle, history, user, session_id)
+            outcome = await self._loop(job, handle, view, session_id, owner_words)
         except anyio.get_cancelled_exc_class():
             raise  # /stop: on_stopped() closes the turn with the handle still registered
         except BaseException:
@@ -224,8 +245,25 @@ class TurnRunner:
         self._handles.pop(id(job), None)
         return outcome
 
+    def _replay(self, window: list[Any], user: Message, job: TurnJob, speaker: str) -> GroupView:
+        message = job.message
+        return replay(
+            window,
+            user,
+            speaker=speaker,
+            sender_id=message.sender_id,
+            sender_name=message.sender_name,
+            is_group=message.is_group,
+            trust=job.trust,
+        )
+
     async def _loop(
-        self, job: TurnJob, handle: Any, history: list[Message], user: Message, session_id: str
+        self,
+        job: TurnJob,
+        handle: Any,
+        view: GroupView,
+        session_id: str,
+        owner_words: list[str] | None,
     ) -> TurnOutcome:
         from fermix_core.agent import AgentLoop
         from fermix_core.routing.messages import user_message as friendly
@@ -241,6 +279,7 @@ class TurnRunner:
             trust=job.trust,
             today=datetime.now(UTC).date(),
             timezone=self.config.core.fermix_core.agent.timezone,
+            shared_note=view.note,
         )
         ctx = ToolContext(
             trust=job.trust,
@@ -261,6 +300,9 @@ class TurnRunner:
         )
         if message.message_id:
             ctx.state["inbound_message_id"] = message.message_id
+        if owner_words is not None:
+            # What a standing instruction may quote (fermix_core.memory.directives).
+            ctx.state[OWNER_MESSAGES_STATE] = owner_words
         if not message.local and not job.background:
             # On a chat channel a confirmed directory grant re-runs this request; the
             # one-shot CLI prints the prompt and the owner re-runs the command.
@@ -269,7 +311,7 @@ class TurnRunner:
         stream = self._stream_for(job, session_id)
         try:
             result: LoopResult = await self._run_loop(
-                loop, [Message.system(system), *history, user], ctx, job, stream
+                loop, [Message.system(system), *view.history, view.user], ctx, job, stream
             )
         except ProviderError as exc:
             if stream is not None:
@@ -431,7 +473,16 @@ class TurnRunner:
         """Summarise all but the last few messages of *window* (``StoredMessage`` rows)."""
         if self.caller is None or len(window) <= COMPACTION_KEEP:
             return ""
-        older = [stored.message for stored in window[:-COMPACTION_KEEP]]
+        # Labelled as a shared chat would replay them, so the summary keeps who said what.
+        older = replay(
+            window[:-COMPACTION_KEEP],
+            Message.user(SUMMARY_PROMPT),
+            speaker="system",
+            sender_id=None,
+            sender_name=None,
+            is_group=False,
+            trust=Trust.OPERATOR,
+        ).history
         request = ChatRequest(
             messages=[Message.system(SUMMARY_PROMPT), *older, Message.user(SUMMARY_PROMPT)]
         )
