@@ -89,6 +89,9 @@ class Block:
     line: int = -1
     end: int = -1
     cut: bool = False
+    #: This block is the rest of one cut earlier (a table piece repeats its header row in
+    #: monospace, but plain text does not repeat it).
+    continued: bool = False
     #: Positions this block covers (computed).
     size: int = field(init=False, repr=False, compare=False)
 
@@ -110,13 +113,14 @@ class Block:
             if not spans:
                 return None
             marker = self.marker if start <= 0 else ""
-            return replace(self, spans=spans, marker=marker)
+            return replace(self, spans=spans, marker=marker, continued=start > 0)
         if self.kind is BlockKind.TABLE:
             body = self.rows[1 + max(0, start) : 1 + end]
             if not body:
                 return None
             marker = self.marker if start <= 0 else ""
-            return replace(self, rows=(self.rows[0], *body), marker=marker)
+            rows = (self.rows[0], *body)
+            return replace(self, rows=rows, marker=marker, continued=start > 0)
         return self if start <= 0 < end else None
 
 

@@ -56,14 +56,15 @@ def _same_target(label: str, url: str) -> bool:
 
 
 class Renderer:
-    """Plain text: markers removed, links as ``label: url``, code verbatim and indented."""
+    """Plain text: markers removed, links as ``label: url``, code verbatim and indented,
+    quotes behind a ``│`` bar, tables as ``cell | cell`` lines."""
 
     name = "plain"
     #: Whether the output is markup the platform must be told to parse.
     formatted = False
     #: Bullet glyph per list depth (the last one repeats).
     bullets: tuple[str, ...] = ("•", "◦")
-    quote_prefix = "> "
+    quote_prefix = "│ "
 
     # ---- blocks -----------------------------------------------------------------------
 
@@ -163,7 +164,8 @@ class Renderer:
         ]
 
     def table(self, block: Block) -> str:
-        return "\n".join(" | ".join(row) for row in self.cells(block))
+        rows = self.cells(block)[1:] if block.continued else self.cells(block)
+        return "\n".join(" | ".join(row) for row in rows)
 
     def grid(self, block: Block) -> str:
         """The table as aligned monospace columns with a rule under the header."""
@@ -289,6 +291,7 @@ class SlackRenderer(Renderer):
 
     name = "slack"
     formatted = True
+    quote_prefix = "> "
     _marks: ClassVar[Mapping[SpanKind, str]] = {
         SpanKind.BOLD: "*",
         SpanKind.ITALIC: "_",
@@ -296,10 +299,11 @@ class SlackRenderer(Renderer):
     }
 
     def text(self, text: str) -> str:
-        return _slack_escape(text)
+        return _slack_escape(_defuse_fences(text))
 
     def code_span(self, code: str) -> str:
-        return f"`{_slack_escape(code)}`" if code.strip() else _slack_escape(code)
+        code = _slack_escape(_defuse_fences(code))
+        return f"`{code}`" if code.strip() else code
 
     def style(self, kind: SpanKind, inner: str) -> str:
         mark = self._marks[kind]
@@ -330,13 +334,18 @@ class WhatsAppRenderer(Renderer):
 
     name = "whatsapp"
     formatted = True
+    quote_prefix = "> "
     _marks: ClassVar[Mapping[SpanKind, str]] = {
         SpanKind.BOLD: "*",
         SpanKind.ITALIC: "_",
         SpanKind.STRIKE: "~",
     }
 
+    def text(self, text: str) -> str:
+        return _defuse_fences(text)
+
     def code_span(self, code: str) -> str:
+        code = _defuse_fences(code)
         return f"`{code}`" if code.strip() else code
 
     def style(self, kind: SpanKind, inner: str) -> str:
@@ -367,6 +376,7 @@ class DiscordRenderer(Renderer):
 
     name = "discord"
     formatted = True
+    quote_prefix = "> "
     bullets = ("-",)
     _marks: ClassVar[Mapping[SpanKind, str]] = {
         SpanKind.BOLD: "**",
