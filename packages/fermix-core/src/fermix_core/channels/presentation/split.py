@@ -23,14 +23,14 @@ caller takes out code blocks too large for any message before splitting.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import IntEnum
 
 from .ir import Block, BlockKind, plain_text
 
-__all__ = ["Level", "Piece", "Pos", "boundaries", "piece", "split_blocks"]
+__all__ = ["Level", "Piece", "Pos", "block_rungs", "inner_rungs", "piece", "split_blocks"]
 
 Pos = tuple[int, int]
 #: A chunk: its blocks, or — when not even one character of markup fits — plain text.
@@ -47,35 +47,41 @@ class Level(IntEnum):
 
 _SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]»]*\s+")
 _SPACES = re.compile(r"\s+")
+_NEWLINE = re.compile("\n")
 _TEXTUAL = (BlockKind.PARAGRAPH, BlockKind.HEADING)
 
 
-def boundaries(blocks: Sequence[Block]) -> list[list[Pos]]:
-    """The cut positions of every rung, each list sorted."""
-    rungs: list[list[Pos]] = [[] for _ in Level]
-    for i, block in enumerate(blocks):
-        if i:
-            if blocks[i - 1].kind is BlockKind.HEADING:
-                # A heading stays with what follows it: cutting here is a last resort.
-                rungs[Level.WHITESPACE].append((i, 0))
-            elif block.kind is BlockKind.HEADING or blocks[i - 1].kind is BlockKind.RULE:
-                rungs[Level.SECTION].append((i, 0))
-            elif block.gap:
-                rungs[Level.PARAGRAPH].append((i, 0))
-            else:
-                rungs[Level.LINE].append((i, 0))
-        if block.kind in _TEXTUAL:
-            text = plain_text(block.spans, code_mask="\0")
-            size = len(text)
-            for found in re.finditer("\n", text):
-                if found.end() < size:
-                    rungs[Level.LINE].append((i, found.end()))
-            for level, pattern in ((Level.SENTENCE, _SENTENCE_END), (Level.WHITESPACE, _SPACES)):
-                for found in pattern.finditer(text):
-                    if 0 < found.end() < size:
-                        rungs[level].append((i, found.end()))
-        elif block.kind is BlockKind.TABLE:
-            rungs[Level.LINE].extend((i, r) for r in range(1, block.size))
+def block_rungs(blocks: Sequence[Block]) -> list[list[int]]:
+    """For each rung, the sorted indices ``i`` of blocks a cut may fall before."""
+    rungs: list[list[int]] = [[] for _ in Level]
+    for i in range(1, len(blocks)):
+        block, before = blocks[i], blocks[i - 1]
+        if before.kind is BlockKind.HEADING:
+            # A heading stays with what follows it: cutting here is a last resort.
+            rungs[Level.WHITESPACE].append(i)
+        elif block.kind is BlockKind.HEADING or before.kind is BlockKind.RULE:
+            rungs[Level.SECTION].append(i)
+        elif block.gap:
+            rungs[Level.PARAGRAPH].append(i)
+        else:
+            rungs[Level.LINE].append(i)
+    return rungs
+
+
+def inner_rungs(block: Block) -> list[list[int]]:
+    """For each rung, the sorted offsets inside *block* a cut may fall at."""
+    rungs: list[list[int]] = [[] for _ in Level]
+    if block.kind in _TEXTUAL:
+        text = plain_text(block.spans, code_mask="\0")
+        size = len(text)
+        for level, pattern in (
+            (Level.LINE, _NEWLINE),
+            (Level.SENTENCE, _SENTENCE_END),
+            (Level.WHITESPACE, _SPACES),
+        ):
+            rungs[level] = [m.end() for m in pattern.finditer(text) if 0 < m.end() < size]
+    elif block.kind is BlockKind.TABLE:
+        rungs[Level.LINE] = list(range(1, block.size))
     return rungs
 
 
@@ -142,25 +148,24 @@ def split_blocks(
     long once rendered — where that block's *plain* text is cut by *cut_plain* and sent as
     plain text.
     """
-    rungs = boundaries(blocks)
+    splitter = _Splitter(blocks, fits, full_enough)
     end: Pos = (len(blocks), 0)
     start: Pos = (0, 0)
     out: list[Piece] = []
     while start < end:
-        rest = piece(blocks, start, end)
-        if not rest:
+        frontier = splitter.frontier(start)
+        if frontier == len(blocks):
+            rest = piece(blocks, start, end)
+            if rest:
+                out.append(rest)
             break
-        if fits(rest):
-            out.append(rest)
-            break
-        cut = _best_cut(blocks, rungs, start, end, fits, full_enough)
+        cut = splitter.best_cut(start, frontier)
         if cut is None:
-            cut = _hard_cut(blocks, start, fits)
+            cut = splitter.hard_cut(start)
         if cut is None:
             # Not even one position of this block fits as markup: send its plain text.
             cut = (start[0] + 1, 0)
-            text = plain(piece(blocks, start, cut))
-            out.extend(cut_plain(text))
+            out.extend(cut_plain(plain(piece(blocks, start, cut))))
         else:
             part = piece(blocks, start, cut)
             if part:
@@ -169,45 +174,84 @@ def split_blocks(
     return out
 
 
-def _best_cut(
-    blocks: Sequence[Block],
-    rungs: list[list[Pos]],
-    start: Pos,
-    end: Pos,
-    fits: Callable[[list[Block]], bool],
-    full_enough: Callable[[list[Block]], bool],
-) -> Pos | None:
-    fallback: Pos | None = None
-    for positions in rungs:
-        lo, hi = bisect_right(positions, start), bisect_left(positions, end)
-        if lo >= hi or not fits(piece(blocks, start, positions[lo])):
-            continue
-        # Largest fitting index in [lo, hi): fitting is monotone in the end position.
-        good, bad = lo, hi
+class _Splitter:
+    def __init__(
+        self,
+        blocks: Sequence[Block],
+        fits: Callable[[list[Block]], bool],
+        full_enough: Callable[[list[Block]], bool],
+    ) -> None:
+        self.blocks = blocks
+        self.fits = fits
+        self.full_enough = full_enough
+        self.rungs = block_rungs(blocks)
+        self.inner: dict[int, list[list[int]]] = {}
+
+    def _fits_to(self, start: Pos, end: Pos) -> bool:
+        return self.fits(piece(self.blocks, start, end))
+
+    def frontier(self, start: Pos) -> int:
+        """The largest ``j`` whose blocks up to (not including) ``j`` fit from *start*, or
+        ``start``'s own block when not even its rest fits. Gallops, then bisects, so a probe
+        renders at most about twice a message."""
+        si = start[0]
+        good, step, probe = si, 1, si + 1
+        n = len(self.blocks)
+        while probe <= n and self._fits_to(start, (probe, 0)):
+            good, step = probe, step * 2
+            probe = good + step
+        bad = min(probe, n + 1)
         while bad - good > 1:
             mid = (good + bad) // 2
-            if fits(piece(blocks, start, positions[mid])):
+            if self._fits_to(start, (mid, 0)):
                 good = mid
             else:
                 bad = mid
-        if full_enough(piece(blocks, start, positions[good])):
-            return positions[good]
-        fallback = fallback or positions[good]
-    return fallback
+        return good
 
+    def best_cut(self, start: Pos, frontier: int) -> Pos | None:
+        """The farthest fitting cut on the coarsest rung that fills enough of a message."""
+        si, so = start
+        fallback: Pos | None = None
+        inner = self.inner.get(frontier)
+        if inner is None:
+            inner = self.inner[frontier] = inner_rungs(self.blocks[frontier])
+        for level in Level:
+            best: Pos | None = None
+            offsets = inner[level]
+            lo = bisect_right(offsets, so) if frontier == si else 0
+            if lo < len(offsets) and self._fits_to(start, (frontier, offsets[lo])):
+                good, bad = lo, len(offsets)
+                while bad - good > 1:
+                    mid = (good + bad) // 2
+                    if self._fits_to(start, (frontier, offsets[mid])):
+                        good = mid
+                    else:
+                        bad = mid
+                best = (frontier, offsets[good])
+            else:
+                indices = self.rungs[level]
+                k = bisect_right(indices, frontier) - 1
+                if k >= 0 and indices[k] > si:
+                    best = (indices[k], 0)
+            if best is None:
+                continue
+            if self.full_enough(piece(self.blocks, start, best)):
+                return best
+            fallback = fallback or best
+        return fallback
 
-def _hard_cut(
-    blocks: Sequence[Block], start: Pos, fits: Callable[[list[Block]], bool]
-) -> Pos | None:
-    i, off = start
-    block = blocks[i]
-    if block.kind not in _TEXTUAL or not fits(piece(blocks, start, (i, off + 1))):
-        return None
-    good, bad = off + 1, block.size
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if fits(piece(blocks, start, (i, mid))):
-            good = mid
-        else:
-            bad = mid
-    return _normal(blocks, (i, good))
+    def hard_cut(self, start: Pos) -> Pos | None:
+        """The farthest fitting offset inside *start*'s block, or None if none fits."""
+        i, off = start
+        block = self.blocks[i]
+        if block.kind not in _TEXTUAL or not self._fits_to(start, (i, off + 1)):
+            return None
+        good, bad = off + 1, block.size
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if self._fits_to(start, (i, mid)):
+                good = mid
+            else:
+                bad = mid
+        return _normal(self.blocks, (i, good))
