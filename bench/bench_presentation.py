@@ -18,42 +18,15 @@ import time
 
 RUNS = 15
 TARGET_BYTES = 100_000
+VOCABULARY = (
+    "the model answers with a plan and then the details of each step so that "
+    "you can check it against your own notes before running anything"
+)
 
 
 def reply(seed: int = 7) -> str:
     rng = random.Random(seed)
-    words = [
-        *[
-            "the",
-            "model",
-            "answers",
-            "with",
-            "a",
-            "plan",
-            "and",
-            "then",
-            "the",
-            "details",
-            "of",
-            "each",
-            "step",
-            "so",
-            "that",
-        ],
-        *[
-            "you",
-            "can",
-            "check",
-            "it",
-            "against",
-            "your",
-            "own",
-            "notes",
-            "before",
-            "running",
-            "anything",
-        ],
-    ]
+    words = VOCABULARY.split()
 
     def sentence() -> str:
         parts = [rng.choice(words) for _ in range(rng.randint(6, 18))]
