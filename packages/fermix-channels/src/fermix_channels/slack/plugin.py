@@ -1,4 +1,8 @@
-"""Registers the ``slack`` channel (separate from the Slack plugin that reads workspaces)."""
+"""Registers the ``slack`` channel (separate from the Slack plugin that reads workspaces).
+
+The adapter (``fermix_channels.slack.adapter``) and its SDK are imported only when the
+channel is configured and started.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ SPEC = ChannelSpec(
     env={
         "SLACK_BOT_TOKEN": "bot_token",
         "SLACK_SIGNING_SECRET": "signing_secret",
+        "SLACK_APP_TOKEN": "app_token",
         "SLACK_ALLOWED_USER_IDS": "allowed_user_ids",
     },
     remote=True,

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fermix_core import install_hint
 from fermix_core.config.document import dig, format_key, has_path, pop_path
 from fermix_core.config.errors import ConfigProblem
 from fermix_core.config.messages import convert, did_you_mean, one_of, show, unknown_key_message
@@ -329,7 +330,7 @@ class _Validator:
         if not names:
             return (
                 f'unknown provider "{name}": no provider plugin is loaded; install one '
-                '(pip install "fermix[providers]") or remove the section'
+                f"({install_hint('providers')}) or remove the section"
             )
         guess = did_you_mean(name, names)
         hint = f' (did you mean "{guess}"?)' if guess else ""

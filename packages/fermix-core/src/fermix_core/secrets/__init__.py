@@ -30,6 +30,7 @@ from fermix_core.secrets.base import (
     backend_name,
     keyring_service,
     keyring_writer_available,
+    keyring_writer_problem,
     profile_from_document,
 )
 from fermix_core.secrets.resolve import (
@@ -59,6 +60,7 @@ __all__ = [
     "backend_name",
     "keyring_service",
     "keyring_writer_available",
+    "keyring_writer_problem",
     "migrate_secrets",
     "profile_from_document",
     "run_secret_command",
