@@ -78,6 +78,25 @@ async def test_a_failing_plain_resend_propagates_and_is_not_retried_again() -> N
     assert [f for _, f in platform.sent] == [True, False]
 
 
+async def test_the_default_format_error_is_the_channel_contracts() -> None:
+    from fermix_core.channel import ChannelFormatError, ChannelTransientError
+
+    class Contract(Platform):
+        async def send(self, text: str, formatted: bool) -> str:
+            self.sent.append((text, formatted))
+            if formatted:
+                raise ChannelFormatError("can't parse entities")
+            return "ok"
+
+    platform = Contract()
+    assert await send_with_plain_fallback(platform.send, CHUNK) == "ok"
+    assert [f for _, f in platform.sent] == [True, False]
+    flaky = Platform(fail_with=ChannelTransientError("502"))
+    with pytest.raises(ChannelTransientError):
+        await send_with_plain_fallback(flaky.send, CHUNK)
+    assert len(flaky.sent) == 1
+
+
 async def test_plain_chunks_are_sent_plain_directly() -> None:
     platform = Platform(reject_markup=True)
     chunk = present("**bold**", Dialect.SIGNAL).chunks[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fermix_core.channel import AttachmentKind
 from fermix_core.channels.presentation import (
     Dialect,
@@ -157,3 +158,38 @@ def test_third_party_profile_with_its_own_measure() -> None:
     profile = DialectProfile("tiny", Renderer(), 100, lambda text: len(text) * 2, "half-chars")
     chunks = present("word " * 100, profile).chunks
     assert all(len(c.text) * 2 <= 100 for c in chunks)
+
+
+def test_dialects_are_named_as_channels_name_them() -> None:
+    assert Dialect("telegram_html") is Dialect.TELEGRAM
+    assert Dialect("telegram") is Dialect.TELEGRAM
+    assert present("**x**", "telegram_html").chunks[0].text == "<b>x</b>"
+
+
+def test_limit_and_measure_overrides_follow_the_channel_declaration() -> None:
+    from fermix_core.channel import Channel
+    from fermix_core.channels.presentation import channel_profile
+
+    class Slackish(Channel):
+        name, dialect, max_text, text_measure = "slackish", "slack", 100, "chars"
+
+        async def start(self, host):  # pragma: no cover - not started here
+            raise NotImplementedError
+
+        async def stop(self) -> None:  # pragma: no cover
+            raise NotImplementedError
+
+        async def send(self, message):  # pragma: no cover
+            raise NotImplementedError
+
+    profile = channel_profile(Slackish())
+    assert profile.limit == 100 and profile.renderer.name == "slack"
+    # The stricter of the declared count and the dialect's own: an emoji counts two.
+    assert profile.measure("😀") == 2
+    chunks = present("😀 " * 200, profile).chunks
+    assert all(utf16_units(c.text) <= 100 for c in chunks)
+    chars = present("😀 " * 200, Dialect.PLAIN, 100, measure="chars").chunks
+    assert all(len(c.text) <= 100 for c in chars)
+    assert max(len(c.text) for c in chars) > 60
+    with pytest.raises(ValueError, match="chars, utf16, utf8"):
+        present("x", Dialect.PLAIN, measure="bytes?")

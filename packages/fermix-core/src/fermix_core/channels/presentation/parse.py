@@ -13,7 +13,7 @@ from functools import lru_cache
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from .ir import Block, BlockKind, Span, SpanKind
+from .ir import Block, BlockKind, Span, SpanKind, plain_text
 
 __all__ = ["parse"]
 
@@ -101,6 +101,9 @@ class _Walker:
         self.cut_line: int | None = None
 
     def leaf(self, kind: BlockKind, tok: Token, **fields: object) -> None:
+        spans = fields.get("spans")
+        if isinstance(spans, tuple) and not plain_text(spans).strip():
+            return  # an empty heading or paragraph ("- #") has nothing to show
         line, end = (tok.map[0], tok.map[1]) if tok.map else (-1, -1)
         in_tight = bool(self.lists) and self.lists[-1]
         gap = not in_tight or self.first_in_list
@@ -154,6 +157,8 @@ class _Walker:
                 self.lists.append(self.tight.get(i, False))
             elif kind in ("bullet_list_close", "ordered_list_close"):
                 self.lists.pop()
+            elif kind == "list_item_close":
+                self.marker = ""
             elif kind == "list_item_open":
                 self.marker = f"{tok.info}{tok.markup}" if tok.info else "-"
                 if len(self.lists) == 1 and self.quote == 0 and tok.map:

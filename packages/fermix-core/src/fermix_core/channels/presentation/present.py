@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from fermix_core.channel import Attachment, AttachmentKind
@@ -200,17 +201,21 @@ def present(
     markdown: str,
     dialect: Dialect | str | DialectProfile,
     limit: int | None = None,
+    *,
+    measure: Callable[[str], int] | str | None = None,
 ) -> Presentation:
     """Render *markdown* for *dialect* and split it into messages within the cap.
 
-    *limit* overrides the dialect's own cap (measured the dialect's way); it must be at
-    least :data:`MIN_LIMIT`. Each chunk is rendered on its own, so its markup is complete;
-    code blocks too large for one message come back as ``attachments`` (``snippet-1.py``
-    …, ``text/plain``) to send after the chunks, each replaced in the text by a short note.
+    *limit* overrides the dialect's own cap and *measure* the way it is counted (a
+    callable, or ``"chars"``, ``"utf16"``, ``"utf8"`` as ``Channel.text_measure`` names
+    them); the cap must be at least :data:`MIN_LIMIT`. Each chunk is rendered on its own,
+    so its markup is complete; code blocks too large for one message come back as
+    ``attachments`` (``snippet-1.py`` …, ``text/plain``) to send after the chunks, each
+    replaced in the text by a short note.
     Whitespace-only input gives no chunks. Never raises on any text.
     """
-    profile = dialect_profile(dialect)
-    cap = profile.limit if limit is None else limit
+    profile = dialect_profile(dialect, limit=limit, measure=measure)
+    cap = profile.limit
     if cap < MIN_LIMIT:
         raise ValueError(f"a message limit of {cap} is too small; use at least {MIN_LIMIT}")
     measurer = _Measurer(profile, cap)
