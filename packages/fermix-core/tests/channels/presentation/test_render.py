@@ -83,6 +83,17 @@ def test_telegram_nested_quotes_and_lists() -> None:
     )
 
 
+def test_telegram_follows_the_bot_api_nesting_rules() -> None:
+    # No entity may contain code, and a quote may not contain a pre block.
+    assert one("## Use `f()` now", Dialect.TELEGRAM) == "<b>Use f() now</b>"
+    assert one("[`x`](https://e.com) **a `b`** `c`", Dialect.TELEGRAM) == (
+        '<a href="https://e.com">x</a> <b>a b</b> <code>c</code>'
+    )
+    assert one("> quote\n>\n> ```\n> code\n> ```\n>\n> after", Dialect.TELEGRAM) == (
+        "<blockquote>quote</blockquote>\n\n<pre>code</pre>\n\n<blockquote>after</blockquote>"
+    )
+
+
 # ---- Slack ---------------------------------------------------------------------------------
 
 

@@ -74,9 +74,9 @@ class Renderer:
         i, n = 0, len(blocks)
         while i < n:
             block = blocks[i]
-            if block.quote:
+            if block.quote and self.quotable(block):
                 j = i
-                while j < n and blocks[j].quote:
+                while j < n and blocks[j].quote and self.quotable(blocks[j]):
                     j += 1
                 piece = self.quote(self._join(blocks[i:j], cache))
             else:
@@ -87,6 +87,10 @@ class Renderer:
             out.append(piece)
             i = j
         return "".join(out)
+
+    def quotable(self, block: Block) -> bool:
+        """Whether a quoted *block* renders inside the quote (else on its own, after it)."""
+        return True
 
     def _join(self, blocks: Sequence[Block], cache: RenderCache | None) -> str:
         out: list[str] = []
@@ -254,13 +258,30 @@ class TelegramRenderer(Renderer):
     def code_span(self, code: str) -> str:
         return f"<code>{html.escape(code, quote=False)}</code>"
 
+    def spans(self, spans: tuple[Span, ...], styles: frozenset[SpanKind] = frozenset()) -> str:
+        if not styles:
+            return super().spans(spans, styles)
+        # The Bot API lets no entity contain code: inside bold, italic, strike or a link,
+        # inline code is shown as its text.
+        parts = []
+        for span in spans:
+            if span.kind is SpanKind.CODE:
+                parts.append(self.text(span.text))
+            else:
+                parts.append(super().spans((span,), styles))
+        return "".join(parts)
+
     def style(self, kind: SpanKind, inner: str) -> str:
         tag = self._tags[kind]
         return f"<{tag}>{inner}</{tag}>" if inner else inner
 
+    def quotable(self, block: Block) -> bool:
+        # A quote entity cannot contain a pre entity: code and tables close the quote.
+        return block.kind not in (BlockKind.CODE, BlockKind.TABLE)
+
     def link(self, span: Span, styles: frozenset[SpanKind]) -> str:
-        label = self.spans(span.children, styles)
         if span.url.startswith(LINK_SCHEMES):
+            label = self.spans(span.children, styles | {SpanKind.LINK})
             return f'<a href="{html.escape(span.url, quote=True)}">{label}</a>'
         return super().link(span, styles)
 
