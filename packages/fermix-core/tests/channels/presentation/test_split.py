@@ -106,6 +106,17 @@ def test_telegram_counts_utf16_units_after_rendering() -> None:
     assert "&amp;" in chunks[0].text
 
 
+def test_a_hard_cut_never_splits_an_emoji_sequence_or_an_accent() -> None:
+    family = "👨\u200d👩\u200d👧\u200d👦"  # one glyph, 11 UTF-16 units
+    chunks = present(family * 500, Dialect.TELEGRAM).chunks
+    assert len(chunks) > 1
+    assert all(c.text.startswith("👨") and c.text.endswith("👦") for c in chunks)
+    assert "".join(c.text for c in chunks) == family * 500
+    accented = present("e\u0301" * 3000, Dialect.DISCORD).chunks
+    assert len(accented) > 1
+    assert all(c.text.startswith("e") and c.text.endswith("\u0301") for c in accented)
+
+
 def test_signal_counts_utf8_bytes() -> None:
     profile = dialect_profile(Dialect.SIGNAL)
     chunks = present("ж " * 3000, Dialect.SIGNAL).chunks  # 9,000 bytes

@@ -12,7 +12,7 @@ from .dialect import Dialect, DialectProfile, dialect_profile
 from .ir import Block, BlockKind, Span, SpanKind
 from .parse import parse
 from .render import PLAIN, RenderCache
-from .split import Piece, split_blocks
+from .split import Piece, grapheme_safe, split_blocks
 
 __all__ = ["MIN_LIMIT", "Presentation", "RenderedChunk", "present", "snippet_filename"]
 
@@ -157,6 +157,7 @@ class _Measurer:
                         good = mid
                     else:
                         bad = mid
+                good = grapheme_safe(text, good, 0)
             part, text = text[:good].strip(), text[good:]
             if part:
                 parts.append(part)

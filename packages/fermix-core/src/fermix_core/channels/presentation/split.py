@@ -23,6 +23,7 @@ caller takes out code blocks too large for any message before splitting.
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -30,7 +31,16 @@ from enum import IntEnum
 
 from .ir import Block, BlockKind, plain_text
 
-__all__ = ["Level", "Piece", "Pos", "block_rungs", "inner_rungs", "piece", "split_blocks"]
+__all__ = [
+    "Level",
+    "Piece",
+    "Pos",
+    "block_rungs",
+    "grapheme_safe",
+    "inner_rungs",
+    "piece",
+    "split_blocks",
+]
 
 Pos = tuple[int, int]
 #: A chunk: its blocks, or — when not even one character of markup fits — plain text.
@@ -49,6 +59,31 @@ _SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]»]*\s+")
 _SPACES = re.compile(r"\s+")
 _NEWLINE = re.compile("\n")
 _TEXTUAL = (BlockKind.PARAGRAPH, BlockKind.HEADING)
+
+
+def _joins_previous(char: str) -> bool:
+    """A character that belongs to the one before it: a combining mark, a zero-width
+    joiner, a variation selector or an emoji skin-tone modifier."""
+    code = ord(char)
+    return (
+        unicodedata.combining(char) > 0
+        or code in (0x200D, 0xFE0E, 0xFE0F, 0x20E3)
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0020 <= code <= 0xE007F  # emoji tag sequences (subdivision flags)
+    )
+
+
+def grapheme_safe(text: str, pos: int, floor: int) -> int:
+    """Move a hard cut at *pos* back so it does not split a character cluster (an emoji
+    sequence, a letter and its accent), but never to *floor* or below."""
+    cut = pos
+    while (
+        cut > floor + 1
+        and cut < len(text)
+        and (_joins_previous(text[cut]) or text[cut - 1] == "\u200d")
+    ):
+        cut -= 1
+    return cut
 
 
 def block_rungs(blocks: Sequence[Block]) -> list[list[int]]:
@@ -254,4 +289,5 @@ class _Splitter:
                 good = mid
             else:
                 bad = mid
+        good = grapheme_safe(plain_text(block.spans), good, off)
         return _normal(self.blocks, (i, good))
