@@ -26,6 +26,7 @@ __all__ = [
     "DialectProfile",
     "channel_profile",
     "code_points",
+    "counts_each_character",
     "dialect_profile",
     "utf8_bytes",
     "utf16_units",
@@ -133,6 +134,25 @@ def dialect_profile(
     return profile
 
 
+def counts_each_character(measure: Callable[[str], int]) -> bool:
+    """Whether *measure* counts every character at least once (all the built-in ones do),
+    which lets the splitter skip rendering pieces with more characters than the cap."""
+    return measure in (code_points, utf16_units, utf8_bytes) or bool(
+        getattr(measure, "counts_each_character", False)
+    )
+
+
+class _Stricter:
+    """The larger of two measures."""
+
+    def __init__(self, first: Callable[[str], int], second: Callable[[str], int]) -> None:
+        self.first, self.second = first, second
+        self.counts_each_character = counts_each_character(first) or counts_each_character(second)
+
+    def __call__(self, text: str) -> int:
+        return max(self.first(text), self.second(text))
+
+
 def channel_profile(channel: Any) -> DialectProfile:
     """The profile a channel adapter declares: its ``dialect``, its ``max_text`` cap, and
     the stricter of its ``text_measure`` and the dialect's own measure."""
@@ -141,10 +161,9 @@ def channel_profile(channel: Any) -> DialectProfile:
     limit = int(getattr(channel, "max_text", profile.limit))
     if declared is None or declared[0] is profile.measure:
         return replace(profile, limit=limit)
-    own, fn = profile.measure, declared[0]
     return replace(
         profile,
         limit=limit,
-        measure=lambda text: max(own(text), fn(text)),
+        measure=_Stricter(profile.measure, declared[0]),
         measure_name=f"{profile.measure_name} and {declared[1]}",
     )

@@ -18,11 +18,28 @@ from .ir import Block, BlockKind, Span, SpanKind, plain_text
 __all__ = ["parse"]
 
 
+#: markdown-it stops parsing (and drops the rest) past this many nested blocks; a reply
+#: that deep is shown as plain text instead of losing anything.
+MAX_NESTING = 50
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(
-        ["table", "strikethrough"]
-    )
+    options = {"html": False, "linkify": False, "maxNesting": MAX_NESTING}
+    return MarkdownIt("commonmark", options).enable(["table", "strikethrough"])
+
+
+def _as_text(markdown: str) -> list[Block]:
+    spans: list[Span] = []
+    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for n, line in enumerate(lines):
+        if n:
+            spans.append(Span(SpanKind.BREAK))
+        if line:
+            spans.append(Span(SpanKind.TEXT, line))
+    if not plain_text(tuple(spans)).strip():
+        return []
+    return [Block(BlockKind.PARAGRAPH, spans=tuple(spans), line=0, end=len(lines), cut=True)]
 
 
 _STYLE_OPEN = {
@@ -197,4 +214,6 @@ class _Walker:
 def parse(markdown: str) -> list[Block]:
     """Parse *markdown* into leaf blocks. Never raises on text input."""
     tokens = _parser().parse(markdown)
+    if any(tok.level >= MAX_NESTING - 1 for tok in tokens):
+        return _as_text(markdown)
     return _Walker(tokens).run()

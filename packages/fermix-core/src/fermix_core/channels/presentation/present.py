@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, replace
 
 from fermix_core.channel import Attachment, AttachmentKind
 
-from .dialect import Dialect, DialectProfile, dialect_profile
+from .dialect import Dialect, DialectProfile, counts_each_character, dialect_profile
 from .ir import Block, BlockKind, Span, SpanKind
 from .parse import parse
-from .render import PLAIN, RenderCache
+from .render import PLAIN, RenderCache, span_cache
 from .split import Piece, grapheme_safe, split_blocks
 
 __all__ = ["MIN_LIMIT", "Presentation", "RenderedChunk", "present", "snippet_filename"]
@@ -220,10 +220,23 @@ def present(
     if cap < MIN_LIMIT:
         raise ValueError(f"a message limit of {cap} is too small; use at least {MIN_LIMIT}")
     measurer = _Measurer(profile, cap)
-    blocks, attachments = _prepare(parse(markdown), measurer)
-    pieces: list[Piece] = split_blocks(
-        blocks, measurer.fits, measurer.plain, measurer.cut_plain, measurer.full_enough
-    )
+    with span_cache():
+        blocks, attachments = _prepare(parse(markdown), measurer)
+        pieces: list[Piece] = split_blocks(
+            blocks,
+            measurer.fits,
+            measurer.plain,
+            measurer.cut_plain,
+            measurer.full_enough,
+            max_positions=cap if counts_each_character(profile.measure) else None,
+        )
+        return _presentation(pieces, measurer, attachments)
+
+
+def _presentation(
+    pieces: list[Piece], measurer: _Measurer, attachments: list[Attachment]
+) -> Presentation:
+    profile = measurer.profile
     chunks: list[RenderedChunk] = []
     for part in pieces:
         if isinstance(part, str):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import ClassVar
 
 from .ir import Block, BlockKind, Span, SpanKind
@@ -22,6 +24,7 @@ __all__ = [
     "SlackRenderer",
     "TelegramRenderer",
     "WhatsAppRenderer",
+    "span_cache",
 ]
 
 RULE = "─" * 10
@@ -33,6 +36,23 @@ LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 #: Cache for one splitting run: ``id(block) -> (block, rendered)``. Holding the block keeps
 #: its id from being reused while the entry lives.
 RenderCache = dict[int, tuple[Block, str]]
+
+#: While a reply is split, the render of each top-level span, so that rendering the many
+#: trial pieces of one long paragraph costs a join, not a re-render. Keyed by renderer and
+#: span identity; the entry holds the span, so its id cannot be reused meanwhile.
+_SPAN_CACHE: ContextVar[dict[tuple[int, int], tuple[Span, str]] | None] = ContextVar(
+    "fermix_presentation_span_cache", default=None
+)
+
+
+@contextmanager
+def span_cache() -> Iterator[None]:
+    """Cache top-level span renders for the duration of one splitting run."""
+    token = _SPAN_CACHE.set({})
+    try:
+        yield
+    finally:
+        _SPAN_CACHE.reset(token)
 
 
 def _hoist(inner: str, open_: str, close: str) -> str:
@@ -198,21 +218,32 @@ class Renderer:
     # ---- inline -----------------------------------------------------------------------
 
     def spans(self, spans: tuple[Span, ...], styles: frozenset[SpanKind] = frozenset()) -> str:
+        cache = None if styles else _SPAN_CACHE.get()
+        if cache is None:
+            return "".join(self.span(span, styles) for span in spans)
         parts: list[str] = []
+        me = id(self)
         for span in spans:
-            kind = span.kind
-            if kind is SpanKind.TEXT:
-                parts.append(self.text(span.text))
-            elif kind is SpanKind.CODE:
-                parts.append(self.code_span(span.text))
-            elif kind is SpanKind.BREAK:
-                parts.append("\n")
-            elif kind is SpanKind.LINK:
-                parts.append(self.link(span, styles))
-            else:
-                inner = self.spans(span.children, styles | {kind})
-                parts.append(inner if kind in styles else self.style(kind, inner))
+            hit = cache.get((me, id(span)))
+            if hit is None or hit[0] is not span:
+                hit = (span, self.span(span, styles))
+                cache[(me, id(span))] = hit
+            parts.append(hit[1])
         return "".join(parts)
+
+    def span(self, span: Span, styles: frozenset[SpanKind]) -> str:
+        """One inline span, inside the *styles* already open around it."""
+        kind = span.kind
+        if kind is SpanKind.TEXT:
+            return self.text(span.text)
+        if kind is SpanKind.CODE:
+            return self.code_span(span.text)
+        if kind is SpanKind.BREAK:
+            return "\n"
+        if kind is SpanKind.LINK:
+            return self.link(span, styles)
+        inner = self.spans(span.children, styles | {kind})
+        return inner if kind in styles else self.style(kind, inner)
 
     def text(self, text: str) -> str:
         return text
@@ -258,18 +289,12 @@ class TelegramRenderer(Renderer):
     def code_span(self, code: str) -> str:
         return f"<code>{html.escape(code, quote=False)}</code>"
 
-    def spans(self, spans: tuple[Span, ...], styles: frozenset[SpanKind] = frozenset()) -> str:
-        if not styles:
-            return super().spans(spans, styles)
-        # The Bot API lets no entity contain code: inside bold, italic, strike or a link,
-        # inline code is shown as its text.
-        parts = []
-        for span in spans:
-            if span.kind is SpanKind.CODE:
-                parts.append(self.text(span.text))
-            else:
-                parts.append(super().spans((span,), styles))
-        return "".join(parts)
+    def span(self, span: Span, styles: frozenset[SpanKind]) -> str:
+        if styles and span.kind is SpanKind.CODE:
+            # The Bot API lets no entity contain code: inside bold, italic, strike or a
+            # link, inline code is shown as its text.
+            return self.text(span.text)
+        return super().span(span, styles)
 
     def style(self, kind: SpanKind, inner: str) -> str:
         tag = self._tags[kind]

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import IntEnum
 
-from .ir import Block, BlockKind, plain_text
+from .ir import Block, BlockKind, Span, SpanKind, plain_text
 
 __all__ = [
     "Level",
@@ -120,16 +120,37 @@ def inner_rungs(block: Block) -> list[list[int]]:
     return rungs
 
 
+def _edge_space(spans: tuple[Span, ...], *, from_end: bool) -> int:
+    """How many space positions *spans* start (or end) with; stops at the first other."""
+    count = 0
+    for span in reversed(spans) if from_end else spans:
+        if span.kind is SpanKind.BREAK:
+            count += 1
+            continue
+        if span.children:
+            inner = _edge_space(span.children, from_end=from_end)
+            count += inner
+            if inner < span.size:
+                return count
+            continue
+        text = span.text
+        stripped = text.rstrip() if from_end else text.lstrip()
+        count += len(text) - len(stripped)
+        if stripped:
+            return count
+    return count
+
+
 def _trim(block: Block, *, left: bool, right: bool) -> Block | None:
     """Drop the spaces a cut leaves at the edge of a message."""
     if block.kind not in _TEXTUAL:
         return block
-    text = plain_text(block.spans)
-    lo = len(text) - len(text.lstrip()) if left else 0
-    hi = len(text.rstrip()) if right else len(text)
-    if lo >= hi:
+    size = block.size
+    lo = _edge_space(block.spans, from_end=False) if left else 0
+    if lo >= size:
         return None
-    if lo == 0 and hi == len(text):
+    hi = size - _edge_space(block.spans, from_end=True) if right else size
+    if lo == 0 and hi == size:
         return block
     trimmed = block.slice(lo, hi)
     if trimmed is not None and lo and block.marker:
@@ -174,6 +195,7 @@ def split_blocks(
     plain: Callable[[list[Block]], str],
     cut_plain: Callable[[str], list[str]],
     full_enough: Callable[[list[Block]], bool] = lambda _: True,
+    max_positions: int | None = None,
 ) -> list[Piece]:
     """Cut *blocks* into pieces that each satisfy *fits*.
 
@@ -181,9 +203,11 @@ def split_blocks(
     look further down the ladder for a longer one. A piece is a list of blocks, except in
     the one case markup cannot fit at all — a single character's worth of a block still too
     long once rendered — where that block's *plain* text is cut by *cut_plain* and sent as
-    plain text.
+    plain text. *max_positions*, when given, is a count of positions no fitting piece can
+    exceed (true when the platform counts every character at least once), which spares
+    rendering pieces that are plainly too long.
     """
-    splitter = _Splitter(blocks, fits, full_enough)
+    splitter = _Splitter(blocks, fits, full_enough, max_positions)
     end: Pos = (len(blocks), 0)
     start: Pos = (0, 0)
     out: list[Piece] = []
@@ -215,14 +239,23 @@ class _Splitter:
         blocks: Sequence[Block],
         fits: Callable[[list[Block]], bool],
         full_enough: Callable[[list[Block]], bool],
+        max_positions: int | None = None,
     ) -> None:
         self.blocks = blocks
         self.fits = fits
         self.full_enough = full_enough
+        self.max_positions = max_positions
         self.rungs = block_rungs(blocks)
         self.inner: dict[int, list[list[int]]] = {}
+        self.before = [0]
+        for block in blocks:
+            self.before.append(self.before[-1] + block.size)
 
     def _fits_to(self, start: Pos, end: Pos) -> bool:
+        if self.max_positions is not None:
+            (si, so), (ei, eo) = start, end
+            if self.before[ei] + eo - self.before[si] - so > self.max_positions:
+                return False
         return self.fits(piece(self.blocks, start, end))
 
     def frontier(self, start: Pos) -> int:
