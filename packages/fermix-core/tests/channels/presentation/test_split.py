@@ -204,3 +204,24 @@ def test_limit_and_measure_overrides_follow_the_channel_declaration() -> None:
     assert max(len(c.text) for c in chars) > 60
     with pytest.raises(ValueError, match="chars, utf16, utf8"):
         present("x", Dialect.PLAIN, measure="bytes?")
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        "> " * 600 + "deepest",
+        "- " * 200 + "deepest",
+        "[" * 2000 + "deepest",
+        "*a " * 1500 + "deepest",
+        "[a](https://e.com/x) " * 800 + "deepest",
+        "|a|b|\n|-|-|\n" + "|1|2|\n" * 400 + "\ndeepest",
+    ],
+    ids=["quotes", "lists", "brackets", "emphasis", "links", "table"],
+)
+def test_hostile_markdown_is_split_within_the_cap_and_loses_nothing(markdown: str) -> None:
+    for dialect in (Dialect.TELEGRAM, Dialect.DISCORD, Dialect.SIGNAL):
+        profile = dialect_profile(dialect)
+        chunks = present(markdown, dialect).chunks
+        assert chunks
+        assert all(profile.measure(c.text) <= profile.limit for c in chunks)
+        assert "".join(c.plain for c in chunks).rstrip().endswith("deepest")
