@@ -194,3 +194,24 @@ def test_never_raises_on_arbitrary_text(dialect: Dialect, markdown: str) -> None
     assert cut is None or 0 < cut < len(markdown)
     cut = block_cut(markdown, dialect, min_rendered=100, max_rendered=200)
     assert cut is None or 0 < cut <= len(markdown)
+
+
+@pytest.mark.parametrize("dialect", [Dialect.TELEGRAM, Dialect.SLACK, Dialect.SIGNAL])
+@SETTINGS
+@given(blocks=st.lists(block(), min_size=1, max_size=12))
+def test_block_mode_pieces_rebuild_the_stream_and_stay_in_the_window(
+    dialect: Dialect, blocks: list[str]
+) -> None:
+    markdown = "\n\n".join(blocks)
+    pieces, rest = [], markdown
+    while (cut := block_cut(rest, dialect, min_rendered=300, max_rendered=500)) is not None:
+        assert 0 < cut <= len(rest)
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    assert "".join(pieces) + rest == markdown
+    profile = dialect_profile(dialect)
+    for piece in pieces:
+        blocks_of_piece = parse(piece)
+        one_code_block = len(blocks_of_piece) == 1 and blocks_of_piece[0].kind.value == "code"
+        if not one_code_block:
+            assert profile.measure(profile.renderer.render(blocks_of_piece)) <= 500
