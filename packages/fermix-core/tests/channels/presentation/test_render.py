@@ -193,3 +193,14 @@ def test_unknown_dialect_and_tiny_limit_are_clear_errors() -> None:
         present("x", "matrix")
     with pytest.raises(ValueError, match="at least 64"):
         present("x", Dialect.TELEGRAM, limit=10)
+
+
+def test_a_chunk_becomes_the_channel_contracts_outbound_message() -> None:
+    first, second = present("**a** " * 30, Dialect.TELEGRAM, limit=64).chunks[:2]
+    message = first.outbound("42", thread_id="t", reply_to="m1")
+    assert (message.text, message.plain, message.silent) == (first.text, False, False)
+    assert (message.chat_id, message.thread_id, message.reply_to) == ("42", "t", "m1")
+    fallback = second.outbound("42", as_plain=True)
+    assert (fallback.text, fallback.plain, fallback.silent) == (second.plain, True, True)
+    signal = present("**a**", Dialect.SIGNAL).chunks[0].outbound("+1555")
+    assert signal.plain and signal.text == "a"

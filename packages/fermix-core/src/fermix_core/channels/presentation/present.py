@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fermix_core.channel import Attachment, AttachmentKind
+from fermix_core.channel import Attachment, AttachmentKind, OutboundMessage
 
 from .dialect import Dialect, DialectProfile, counts_each_character, dialect_profile
 from .ir import Block, BlockKind, Span, SpanKind
@@ -34,6 +34,27 @@ class RenderedChunk:
     plain: str
     notify: bool = False
     formatted: bool = True
+
+    def outbound(
+        self,
+        chat_id: str,
+        *,
+        thread_id: str | None = None,
+        reply_to: str | None = None,
+        as_plain: bool = False,
+    ) -> OutboundMessage:
+        """This chunk as the channel contract's message: rendered text (``plain`` unset)
+        or, with *as_plain* or for a plain chunk, the plain text with ``plain`` set;
+        ``silent`` on every chunk but the first."""
+        plain = as_plain or not self.formatted
+        return OutboundMessage(
+            chat_id=chat_id,
+            thread_id=thread_id,
+            text=self.plain if as_plain else self.text,
+            reply_to=reply_to,
+            silent=not self.notify,
+            plain=plain,
+        )
 
 
 @dataclass(frozen=True, slots=True)
