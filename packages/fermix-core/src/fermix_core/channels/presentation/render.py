@@ -408,7 +408,8 @@ class WhatsAppRenderer(Renderer):
         return f"```{_defuse_fences(self.grid(block))}```"
 
 
-_DISCORD_SPECIAL = re.compile(r"([\\*_~`|])")
+_DISCORD_SPECIAL = re.compile(r"([\\*_~`|<])")
+_DISCORD_MASS_MENTION = re.compile(r"@(everyone|here)\b")
 _DISCORD_URL = re.compile(r"(https?://\S+)")
 _DISCORD_LINE_START = re.compile(r"(?m)^(\s*)(#|>|[-+*](?=\s)|\d+(?=[.)]\s))")
 
@@ -431,6 +432,10 @@ class DiscordRenderer(Renderer):
     }
 
     def text(self, text: str) -> str:
+        # Mentions in the model's text never ping: "<@id>" and "<#channel>" are escaped and
+        # "@everyone" / "@here" get a zero-width space (allowed_mentions is the adapter's
+        # own guard; this one holds whatever the adapter sends).
+        text = _DISCORD_MASS_MENTION.sub("@\u200b\\1", text)
         parts = _DISCORD_URL.split(text)
         return "".join(
             part if i % 2 else _DISCORD_SPECIAL.sub(r"\\\1", part) for i, part in enumerate(parts)
