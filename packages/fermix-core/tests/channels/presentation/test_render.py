@@ -209,6 +209,6 @@ def test_a_chunk_becomes_the_channel_contracts_outbound_message() -> None:
 def test_the_model_cannot_ping_a_whole_server_or_workspace() -> None:
     discord = one("hi @everyone and @here, see <@123> in <#9>", Dialect.DISCORD)
     assert "@everyone" not in discord and "@here" not in discord
-    assert "<@123>" not in discord and "\\<@123>" in discord and "\\<#9>" in discord
+    assert discord.endswith("see \\<@123> in \\<#9>")
     slack = one("hi <!channel> <!here> <@U123>", Dialect.SLACK)
     assert slack == "hi &lt;!channel&gt; &lt;!here&gt; &lt;@U123&gt;"
