@@ -31,6 +31,7 @@ BENCHMARKS = [
     "slack",
     "confine",
     "traces",
+    "presentation",
 ]
 
 
