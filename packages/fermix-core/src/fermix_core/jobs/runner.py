@@ -186,6 +186,7 @@ class JobRunner:
         probe: Probe = probe_tcp,
         emit: Callable[..., Any] | None = None,
         tracer: Any = None,
+        config: Any = None,
     ) -> None:
         self.store = store
         self.capabilities = capabilities
@@ -198,6 +199,7 @@ class JobRunner:
         self.probe = probe
         self.emit = emit
         self.tracer = tracer
+        self.config = config
 
     # ------------------------------------------------------------------ entry
 
@@ -290,7 +292,7 @@ class JobRunner:
             local=False,
             origin="job",
             state={"job_id": job.id},
-            services={**self.services, "tracer": self.tracer},
+            services={**self.services, "config": self.config, "tracer": self.tracer},
         )
 
     # ------------------------------------------------------------------ the run
