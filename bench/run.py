@@ -27,6 +27,7 @@ BENCHMARKS = [
     "cold_ask",
     "memory",
     "sandbox",
+    "jobs",
 ]
 
 
