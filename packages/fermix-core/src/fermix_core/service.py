@@ -151,7 +151,11 @@ class FermixService:
         from fermix_core.jobs.wiring import JobsRuntime
 
         service.jobs = await JobsRuntime.open(
-            runtime, capabilities=capabilities, services=runner.services, tracer=tracer
+            runtime,
+            capabilities=capabilities,
+            services=runner.services,
+            tracer=tracer,
+            conversations=service.store,
         )
         service._closers.append(service.jobs.aclose)
         runner.services["jobs"] = service.jobs.service

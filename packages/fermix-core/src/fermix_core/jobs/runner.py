@@ -28,6 +28,7 @@ Retries, as the provider retry matrix has them for scheduled runs:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -139,6 +140,33 @@ class _Progress:
         self.last = self.clock.now()
 
 
+class _ProgressTracer:
+    """The run's tracer, marking progress whenever the loop records or opens a span.
+
+    ``tool_exec`` spans open as a tool starts, ``llm_call`` records land as a call ends, so
+    the inactivity watchdog sees both starts and finishes.
+    """
+
+    def __init__(self, inner: Any, progress: _Progress) -> None:
+        self.inner = inner
+        self.progress = progress
+
+    def record(self, type: str, **fields: Any) -> None:
+        self.progress.mark()
+        if self.inner is not None:
+            self.inner.record(type, **fields)
+
+    def error(self, exc: BaseException, **fields: Any) -> None:
+        if self.inner is not None:
+            self.inner.error(exc, **fields)
+
+    def span(self, kind: str, name: str, **fields: Any) -> Any:
+        self.progress.mark()
+        if self.inner is None:
+            return contextlib.nullcontext()
+        return self.inner.span(kind, name, **fields)
+
+
 class _TrackingCaller:
     """Marks progress around every model call; a continuation means tools have run."""
 
@@ -187,6 +215,7 @@ class JobRunner:
         emit: Callable[..., Any] | None = None,
         tracer: Any = None,
         config: Any = None,
+        conversations: Any = None,
     ) -> None:
         self.store = store
         self.capabilities = capabilities
@@ -200,6 +229,10 @@ class JobRunner:
         self.emit = emit
         self.tracer = tracer
         self.config = config
+        #: The conversation store: each successful run's transcript is kept under the
+        #: conversation ("job", <job id>), speaker "job" — the job's own history, which its
+        #: later runs can recall through the job memory scope (it is never replayed).
+        self.conversations = conversations
 
     # ------------------------------------------------------------------ entry
 
@@ -389,7 +422,7 @@ class JobRunner:
                     snapshot,
                     max_iterations=int(config.get("max_iterations") or job.max_iterations),
                     emit=emit,
-                    tracer=self.tracer,
+                    tracer=_ProgressTracer(self.tracer, progress),
                 )
                 try:
                     result = await loop.run(
@@ -438,6 +471,8 @@ class JobRunner:
                     status, error = "failed", f"stopped early ({result.aborted})"
                 elif result.empty:
                     status, error = "failed", "the model returned an empty answer"
+                else:
+                    await self._keep_transcript(job, run, task, result)
                 return RunOutcome(
                     status=status,
                     text=result.text,
@@ -454,6 +489,36 @@ class JobRunner:
                         await route.close()
                     except Exception:
                         log.exception("closing the route of job %s failed", job.id)
+
+    async def _keep_transcript(
+        self, job: JobRecord, run: RunRecord, task: str, result: Any
+    ) -> None:
+        if self.conversations is None or not result.messages:
+            return
+        try:
+            store = self.conversations
+            conversation = await store.conversation_id(ConversationKey("job", job.id, None))
+            handle = await store.begin_turn(
+                conversation,
+                Message.user(task),
+                speaker="job",
+                sender_id=None,
+                session_id=run.session_id,
+                run_profile="job",
+            )
+            try:
+                await store.commit_turn(
+                    handle.turn_id,
+                    result.messages,
+                    usage=result.usage,
+                    model=result.model,
+                    provider=result.provider,
+                )
+            except Exception:
+                await store.abandon_turn(handle.turn_id, "failed")
+                raise
+        except Exception:
+            log.exception("job %s: run %s's transcript could not be kept", job.id, run.id)
 
     async def _wait_for_network(
         self, job: JobRecord, host: str, port: int, *, deadline: float

@@ -62,6 +62,7 @@ class JobsRuntime:
         capabilities: Any,
         services: Mapping[str, Any],
         tracer: Any = None,
+        conversations: Any = None,
         clock: Clock | None = None,
         ports: MutableMapping[str, Any] | None = None,
     ) -> JobsRuntime:
@@ -132,6 +133,7 @@ class JobsRuntime:
             emit=runtime.emit,
             tracer=tracer,
             config=config,
+            conversations=conversations,
         )
         # The runner reads the service's live services mapping (memory, sandbox …) per run.
         runner.services = services  # type: ignore[assignment]
