@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from fermix_core.agent.observe import Observer
 from fermix_core.channel import ConversationKey
 from fermix_core.jobs.clock import Clock
 from fermix_core.jobs.delivery import Deliverer
@@ -554,19 +555,10 @@ class JobRunner:
         return emit
 
     def _emit(self, name: str, **data: Any) -> None:
-        if self.emit is None:
-            return
-        try:
-            self.emit(name, **data)
-        except Exception:
-            log.exception("telemetry observer failed on %s", name)
+        Observer(self.emit, None).emit(name, **data)
 
     def _trace(self, type: str, session_id: str, **fields: Any) -> None:
-        if self.tracer is not None:
-            try:
-                self.tracer.record(type, session_id=session_id, **fields)
-            except Exception:
-                log.exception("trace record failed")
+        Observer(None, self.tracer).record(type, session_id=session_id, **fields)
 
 
 def _route_error(exc: Exception) -> str:

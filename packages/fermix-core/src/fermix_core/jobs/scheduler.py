@@ -390,9 +390,6 @@ class Scheduler:
         return found
 
     def _emit(self, name: str, **data: Any) -> None:
-        if self.emit is None:
-            return
-        try:
-            self.emit(name, **data)
-        except Exception:
-            log.exception("telemetry observer failed on %s", name)
+        from fermix_core.agent.observe import Observer  # the loop's best-effort fan-out
+
+        Observer(self.emit, None).emit(name, **data)

@@ -29,7 +29,6 @@ from fermix_core.jobs.records import (
     JobNotFound,
     JobRecord,
     JobStateError,
-    JobStoreError,
     RunRecord,
 )
 from fermix_core.jobs.scheduler import Scheduler
@@ -552,9 +551,5 @@ class JobService:
     async def _store(awaitable: Any) -> Any:
         try:
             return await awaitable
-        except JobNotFound as exc:
+        except (JobNotFound, JobStateError) as exc:
             raise JobError(str(exc)) from None
-        except JobStateError as exc:
-            raise JobError(str(exc)) from None
-        except JobStoreError:
-            raise
