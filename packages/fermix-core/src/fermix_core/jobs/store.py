@@ -458,6 +458,9 @@ class SyncJobStore:
                 raise JobStateError(
                     f"job {job_id} is {current.status}; this needs it to be {' or '.join(expect)}"
                 )
+            if changes.get("status") == "scheduled" and self._has_active_run(job_id):
+                # Resumed while its run is still going: it is running until that run settles.
+                changes = {**changes, "status": "running"}
             if changes:
                 values = {
                     k: (_dump(v) if k in _JSON_JOB else v) for k, v in sorted(changes.items())
@@ -471,6 +474,13 @@ class SyncJobStore:
         updated = self._get_job(job_id)
         assert updated is not None
         return updated
+
+    def _has_active_run(self, job_id: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM job_runs WHERE job_id = ? AND status IN ('queued', 'running') LIMIT 1",
+            (job_id,),
+        ).fetchone()
+        return row is not None
 
     def remove_job(self, job_id: str) -> bool:
         with self._write() as conn:
