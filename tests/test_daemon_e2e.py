@@ -416,3 +416,27 @@ def test_the_agent_schedules_a_job_with_its_tool(daemon_env, model) -> None:
     assert job["task_prompt"] == "water the plants"
     assert job["schedule"] == "every 2 days"
     assert job["trust"] == "operator"
+
+
+def test_a_daemon_killed_mid_job_run_settles_it_after_restart(daemon_env, model) -> None:
+    fermix(daemon_env, "start")
+    home = Path(daemon_env["FERMIX_HOME"])
+    _, added = jobs_json(daemon_env, "add", "--schedule", "every 1 day", "--prompt", "block:job")
+    job_id = added["job"]["id"]
+    _, started = jobs_json(daemon_env, "run-now", job_id)
+    run_id = started["run"]["id"]
+    model.call(model.fake.wait_arrived, "block:job")  # the run is in flight at the model
+    _, mid = jobs_json(daemon_env, "show", job_id)
+    assert mid["job"]["status"] == "running"
+    pid = read_pidfile(home / "daemon.pid").pid
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for_exit(pid, 10)
+    model.call(model.fake.release, "block:job")
+
+    fermix(daemon_env, "start")  # the killed, not yet reaped daemon is not mistaken for live
+    _, shown = jobs_json(daemon_env, "show", "--run", str(run_id))
+    assert shown["run"]["status"] == "failed"
+    assert "daemon stopped while this run was in progress" in shown["run"]["error"]
+    _, job = jobs_json(daemon_env, "show", job_id)
+    assert job["job"]["status"] == "scheduled"
+    assert job["job"]["next_run_at"] is not None
