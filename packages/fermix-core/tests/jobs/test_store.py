@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from fermix_core.jobs.memory_store import InMemoryJobStore
 from fermix_core.jobs.store import (
     COMPONENT,
     SCHEMA_VERSION,
@@ -24,6 +25,13 @@ pytestmark = pytest.mark.anyio
 class TestSqliteJobStore(JobStoreContract):
     async def open_store(self, tmp_path: Path) -> SqliteJobStore:
         return await SqliteJobStore.open(tmp_path / "memory.db")
+
+
+class TestInMemoryJobStore(JobStoreContract):
+    """The second implementation: the scheduler needs the contract, not SQLite."""
+
+    async def open_store(self, tmp_path: Path) -> InMemoryJobStore:
+        return InMemoryJobStore()
 
 
 async def test_shares_memory_db_with_the_conversation_store(tmp_path: Path) -> None:
