@@ -32,6 +32,7 @@ BENCHMARKS = [
     "confine",
     "traces",
     "presentation",
+    "jobs",
 ]
 
 

@@ -57,6 +57,8 @@ class FermixService:
         self.channels: Any = None
         #: Where the daemon's HTTP ingress listens (an IngressInfo), once it runs.
         self.ingress: Any = None
+        #: Scheduled jobs (:class:`fermix_core.jobs.wiring.JobsRuntime`).
+        self.jobs: Any = None
         self._closers: list[Any] = []
 
     @property
@@ -67,8 +69,14 @@ class FermixService:
 
     @classmethod
     @asynccontextmanager
-    async def running(cls, runtime: Runtime) -> AsyncIterator[FermixService]:
-        """Open everything a turn needs; close it all (in reverse) on exit."""
+    async def running(
+        cls, runtime: Runtime, *, scheduler: bool = False
+    ) -> AsyncIterator[FermixService]:
+        """Open everything a turn needs; close it all (in reverse) on exit.
+
+        *scheduler* starts the job scheduler too (the daemon does; one-shot callers only
+        get the job service, and the daemon runs what they schedule).
+        """
         from fermix_core.agent import CapabilityRegistry
         from fermix_core.commands import CommandRouter
         from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
@@ -157,6 +165,17 @@ class FermixService:
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
+        from fermix_core.jobs.wiring import JobsRuntime
+
+        service.jobs = await JobsRuntime.open(
+            runtime,
+            capabilities=capabilities,
+            services=runner.services,
+            tracer=tracer,
+            conversations=service.store,
+        )
+        service._closers.append(service.jobs.aclose)
+        runner.services["jobs"] = service.jobs.service
         policies = {
             CLI_CHANNEL: TrustPolicy(
                 owner_id=None, allowed_ids=(), command_allowlist=(), local=True
@@ -183,6 +202,8 @@ class FermixService:
                     agent_available=lambda: service.available,
                 )
                 service.cli_features = ChannelFeatures(local=True)
+                if scheduler:
+                    await tg.start(service.jobs.scheduler.serve)
                 yield service
                 tg.cancel_scope.cancel()
         finally:
