@@ -60,6 +60,8 @@ log = logging.getLogger("fermix_channels.slack")
 WEBHOOK_PATH = "/webhook/slack"
 #: Events API bodies are a few kilobytes; anything near this is not from Slack.
 MAX_WEBHOOK_BODY = 1_048_576
+#: How long start() waits for the first Socket Mode hello before returning anyway.
+SOCKET_HELLO_WAIT = 10.0
 #: Largest file taken from an inbound message; larger ones are named in the text instead.
 MAX_INBOUND_FILE = 25 * 1024 * 1024
 
@@ -252,6 +254,12 @@ class SlackChannel(Channel):
             # The scope exists before the task runs, so a stop() right after start() holds.
             self._scope = anyio.CancelScope()
             host.task_group.start_soon(self._run_socket, self._socket, self._scope)
+            # Running means connected: wait (bounded) for Slack's hello, which reports ready.
+            # Past the bound the loop keeps trying and the channel shows as degraded.
+            with anyio.move_on_after(SOCKET_HELLO_WAIT):
+                await self._socket.greeted.wait()
+            if not self._socket.greeted.is_set():
+                host.report("degraded", "no Socket Mode hello from Slack yet; still trying")
         else:
             host.report("ready")
 
