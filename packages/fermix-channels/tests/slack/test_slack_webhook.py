@@ -191,7 +191,7 @@ async def test_a_signed_but_malformed_body_is_400(running, body) -> None:
     assert host.results == []
 
 
-async def test_a_body_that_is_not_utf8_is_refused_without_crashing(running) -> None:
+async def test_a_signed_body_that_is_not_utf8_is_400_without_crashing(running) -> None:
     body = b'{"type":"event_callback","x":"\xff\xfe"}'
     stamp = str(int(time.time()))
     headers = {
@@ -200,7 +200,7 @@ async def test_a_body_that_is_not_utf8_is_refused_without_crashing(running) -> N
     }
     async with running() as (channel, host):
         response = await channel.handle_webhook(request(body, headers))
-    assert response.status == 401
+    assert response.status == 400
     assert host.results == []
 
 

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 import anyio
+import httpx
 from fermix_core.channel import (
     Attachment,
     AttachmentKind,
@@ -176,12 +177,13 @@ class SlackChannel(Channel):
         self,
         config: SlackConfig | None = None,
         *,
-        http: Any = None,
+        http: httpx.AsyncClient | None = None,
         home: Any = None,
         now: Callable[[], float] = time.time,
         **_: Any,
     ) -> None:
         self.config = config if config is not None else SlackConfig()
+        self._http = http
         self._now = now
         self.host: ChannelHost | None = None
         #: Whether start() ever ran: a route hit before any start belongs to a channel the
@@ -231,7 +233,7 @@ class SlackChannel(Channel):
         self._ever_started = True
         host.report("starting")
         token = await self._require("bot_token", "SLACK_BOT_TOKEN", "replies need it")
-        self.api = SlackApi(token, self.config.api_base_url)
+        self.api = SlackApi(token, self.config.api_base_url, http=self._http or host.http)
         if self.config.mode == "events":
             await self._ensure_verifier()
         else:
