@@ -5,9 +5,11 @@
 * ``webhook`` — ``SlackChannel.handle_webhook`` end to end (size cap, verify, parse,
   ``host.deliver`` on a :class:`~fermix_core.testing.StubChannelHost`, response), for
   distinct messages across 100 chats: the time the adapter spends before Slack gets its 200;
-* ``send`` — ``SlackChannel.send`` of a short mrkdwn reply through slack_sdk's
-  ``AsyncWebClient`` to the loopback Slack of the tests, which runs in this process (its
-  CPU time is included, so the figure is an upper bound of the adapter's share).
+* ``send`` — ``SlackChannel.send`` of a short mrkdwn reply over httpx to the loopback Slack
+  of the tests, which runs in this process (its CPU time is included, so the figure is an
+  upper bound of the adapter's share);
+* ``rss`` — the resident memory of an idle ``fermix run`` daemon with the Slack channel
+  enabled (events mode) against one with no channel, median of three runs each.
 
     uv run python bench/run.py slack
 """
