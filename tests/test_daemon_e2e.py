@@ -365,6 +365,8 @@ def test_restart_with_a_config_typo_keeps_the_running_daemon(daemon_env) -> None
     new_pid = read_pidfile(home / "daemon.pid").pid
     assert new_pid != pid and wait_for_exit(pid, 10)
     assert fermix(daemon_env, "health").returncode == 0
+
+
 # --------------------------------------------------------------------------- scheduled jobs
 
 

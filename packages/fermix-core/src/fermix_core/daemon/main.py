@@ -40,7 +40,10 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
         raise
     home = runtime.home
     stop = anyio.Event()
-    async with FermixService.running(runtime, scheduler=True) as service, AsyncExitStack() as channels:
+    async with (
+        FermixService.running(runtime, scheduler=True) as service,
+        AsyncExitStack() as channels,
+    ):
         failures = await runtime.start()
         for plugin, error in failures:
             log.error("plugin %s failed to start: %s", plugin, error)
