@@ -298,3 +298,9 @@ def test_doctor_row_ok_when_confined(tmp_path) -> None:
 
     row = _doctor_row(tmp_path, {})
     assert row.status is Status.OK and "bubblewrap" in row.detail
+
+
+@needs_bwrap
+async def test_caches_go_to_the_private_tmp_outside_open_mode(layout) -> None:
+    result = await sh(layout, 'mkdir -p "$XDG_CACHE_HOME/pip" && echo ok; echo "$TMPDIR"')
+    assert result.stdout.split() == ["ok", "/tmp"]
