@@ -46,20 +46,36 @@ def fermix_doctor_checks():
         order=60,
     )
     yield DoctorCheckSpec(
+        name="channel_streaming",
+        label="channel streaming",
+        check="fermix_core.channels.streaming_doctor:check_channel_streaming",
+        order=65,
+    )
+    yield DoctorCheckSpec(
         name="bootstrap",
         label="bootstrap templates",
         check="fermix_core.doctor_checks:check_bootstrap",
         order=70,
     )
+    yield DoctorCheckSpec(
+        name="channels",
+        label="channels",
+        check="fermix_core.channels.doctor:check_channels",
+        order=80,
+    )
 
 
 @hookimpl
 def fermix_setup_steps():
+    from fermix_core.setup_secrets import SECRETS_IN_CONFIG_OPTION
+
     yield SetupStepSpec(
         name="home",
         label="Fermix home",
         run="fermix_core.setup_steps:home_step",
         order=0,
+        # Read by every step that stores a secret (fermix_core.setup_secrets).
+        options=(SECRETS_IN_CONFIG_OPTION,),
     )
     from fermix_core.setup_personalization import PERSONALIZATION_STEP
 

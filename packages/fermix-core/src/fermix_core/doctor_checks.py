@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fermix_core import install_hint
 from fermix_core.doctor import CheckResult, DoctorContext, Status
 
 
@@ -59,6 +60,17 @@ def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
             )
         elif record.status == "disabled":
             rows.append(CheckResult(f"plugin {record.name}", Status.OK, "disabled in config.toml"))
+    if not ctx.registry.of("tool"):
+        rows.append(
+            CheckResult(
+                "tools",
+                Status.WARN,
+                "no tool plugin is loaded: the agent can only talk (no files, shell, web or "
+                "memory tools)",
+                fix=f"install the built-in tools ({install_hint()} includes them, or pip install "
+                '"fermix-tools"), or check FERMIX_LOAD_PLUGINS and [fermix_core.plugins] disabled',
+            )
+        )
     for error in ctx.registry.errors:
         rows.append(
             CheckResult(
