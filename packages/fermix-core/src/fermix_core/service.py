@@ -186,6 +186,7 @@ class FermixService:
             services=runner.services,
             tracer=tracer,
             conversations=service.store,
+            skills=skills,
         )
         service._closers.append(service.jobs.aclose)
         runner.services["jobs"] = service.jobs.service

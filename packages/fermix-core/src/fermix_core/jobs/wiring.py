@@ -63,6 +63,7 @@ class JobsRuntime:
         services: Mapping[str, Any],
         tracer: Any = None,
         conversations: Any = None,
+        skills: Any = None,
         clock: Clock | None = None,
         ports: MutableMapping[str, Any] | None = None,
     ) -> JobsRuntime:
@@ -134,6 +135,7 @@ class JobsRuntime:
             tracer=tracer,
             config=config,
             conversations=conversations,
+            skills=skills,
         )
         # The runner reads the service's live services mapping (memory, sandbox …) per run.
         runner.services = services  # type: ignore[assignment]
@@ -152,6 +154,7 @@ class JobsRuntime:
             visible_tools=visible,
             channels=set(runtime.registry.typed(ChannelSpec)),
             check_pin=check_pin,
+            skills=skills,
         )
         return cls(
             store=store,
