@@ -35,3 +35,7 @@ class TestWhatsAppContract(ChannelContract):
 
     async def sent_texts(self, channel: Channel, chat_id: str) -> list[str]:
         return self.graph.texts(chat_id)
+
+    async def provoke_rate_limit(self, channel: Channel, chat_id: str) -> bool:
+        self.graph.fail(chat_id, fg.graph_error(130429, "Rate limit hit", 429))
+        return True
