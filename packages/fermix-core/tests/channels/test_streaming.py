@@ -466,3 +466,14 @@ def test_the_runtime_port_carries_the_configured_and_derived_mode(
     slot = _Slot(spec=spec, section=_Section(configured), health=ChannelHealth("chat"))
     port = default_port(MemoryChannel("chat"), spec, slot, _Runtime())
     assert (port.features.streaming, port.features.stream_mode) == (streaming, mode)
+
+
+async def test_a_refused_status_line_does_not_stop_the_answer() -> None:
+    r = await rig("draft")
+    r.channel.fail_next(ChannelError("rate limited"))
+    await r.reasoning("**Thinking**")  # the platform refuses the 💭 line
+    await r.reasoning("**Still thinking**")  # no more attempts this turn
+    await r.text("The answer arrives anyway, long enough to open.")
+    assert r.visible == ["The answer arrives anyway, long enough to open."]
+    assert await r.stream.finish("The answer arrives anyway, long enough to open.") is None
+    assert r.visible == ["The answer arrives anyway, long enough to open."]
