@@ -228,6 +228,8 @@ def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: Chan
         channel,
         local=not spec.remote,
         reactions=getattr(channel, "reactions_allowed", None),
+        # Draft streaming needs a draft-capable spec, not only an adapter that can edit.
+        draft=spec.supports_draft,
         streaming=streaming if isinstance(streaming, str) else None,
     )
     health = slot.health
