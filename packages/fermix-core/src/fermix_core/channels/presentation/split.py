@@ -55,8 +55,8 @@ class Level(IntEnum):
     WHITESPACE = 4
 
 
-_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]»]*\s+")
-_SPACES = re.compile(r"\s+")
+SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]»]*\s+")
+SPACES = re.compile(r"\s+")
 _NEWLINE = re.compile("\n")
 _TEXTUAL = (BlockKind.PARAGRAPH, BlockKind.HEADING)
 
@@ -111,8 +111,8 @@ def inner_rungs(block: Block) -> list[list[int]]:
         size = len(text)
         for level, pattern in (
             (Level.LINE, _NEWLINE),
-            (Level.SENTENCE, _SENTENCE_END),
-            (Level.WHITESPACE, _SPACES),
+            (Level.SENTENCE, SENTENCE_END),
+            (Level.WHITESPACE, SPACES),
         ):
             rungs[level] = [m.end() for m in pattern.finditer(text) if 0 < m.end() < size]
     elif block.kind is BlockKind.TABLE:
