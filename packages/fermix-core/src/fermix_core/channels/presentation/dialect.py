@@ -36,7 +36,7 @@ __all__ = [
 
 def utf16_units(text: str) -> int:
     """Length in UTF-16 code units: an astral character (most emoji) counts two."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def code_points(text: str) -> int:
@@ -46,7 +46,7 @@ def code_points(text: str) -> int:
 
 def utf8_bytes(text: str) -> int:
     """Length in UTF-8 bytes."""
-    return len(text.encode("utf-8"))
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 #: The measures a channel may declare as ``Channel.text_measure``, by name.
