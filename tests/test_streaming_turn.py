@@ -16,7 +16,14 @@ from fermix_core.channel import InboundMessage
 from fermix_core.gateway.reply import ChannelReplyPort, features_of
 from fermix_core.hookspecs import hookimpl
 from fermix_core.messages import ToolCall, Turn
-from fermix_core.provider import ChatRequest, Provider, StreamEvent, StreamEventKind
+from fermix_core.provider import (
+    ChatRequest,
+    ErrorKind,
+    Provider,
+    ProviderError,
+    StreamEvent,
+    StreamEventKind,
+)
 from fermix_core.specs import ModelInfo, PolicyClass, ProviderSpec, ToolSpec
 from fermix_core.testing import MemoryChannel, StubChannelHost
 from fermix_core.tool import Tool, ToolOutput
@@ -265,3 +272,27 @@ async def test_background_turns_never_stream(fx) -> None:
     with anyio.fail_after(10):
         await provider.called.wait()
     assert provider.requests[-1].stream is False
+
+
+async def test_a_provider_failure_after_visible_text_removes_the_draft_and_says_so(fx) -> None:
+    channel = await started_channel()
+    port = SignallingPort(channel)
+    streamed = anyio.Event()
+
+    async def step(request: ChatRequest) -> Turn:
+        await request.emit(
+            StreamEvent(kind=StreamEventKind.TEXT_DELTA, text="Half an answer that was already on")
+        )
+        await port.wait_sends(1)  # the live draft opened
+        streamed.set()
+        raise ProviderError(
+            ErrorKind.TRANSPORT, "the stream was cut", provider="harness", visible_output=True
+        )
+
+    fx.harness.provider.steps.append(step)
+    await say(fx, port, "go")
+    assert streamed.is_set()
+    assert len(fx.harness.provider.requests) == 1  # visible output: never retried
+    shown = channel.visible("chat")
+    assert len(shown) == 1 and "Half an answer" not in shown[0]  # only the error reply
+    assert "discard" in [e["phase"] for e in fx.harness.stream_events]

@@ -96,3 +96,25 @@ def test_with_a_keyring_writer_nothing_extra_is_asked(fermix_home) -> None:
     run(fermix_home, prompts, Script(KEY))
     assert "Choice [2]: " not in prompts.prompts
     assert openai_block(fermix_home)["api_key"] == "@keyring"
+
+
+def test_a_misspelt_provider_gets_the_closest_name(fermix_home) -> None:
+    from fermix_core.setup import parse_step_args, run_setup
+
+    assembly = make_assembly(fermix_home)
+    with pytest.raises(SetupError) as info:
+        run_setup(
+            assembly,
+            interactive=False,
+            options=parse_step_args(assembly, ["--provider", "openruter"]),
+            only=("provider",),
+        )
+    assert "unknown provider 'openruter' for --provider (did you mean \"openrouter\"?)" in str(
+        info.value
+    )
+    prompts = Script("openruter", "ollama", "", "", "")
+    _, shown = run(fermix_home, prompts)
+    assert (
+        "  'openruter' is not a provider (did you mean \"openrouter\"?); type a number"
+        in " ".join(shown)
+    )

@@ -62,7 +62,7 @@ async def test_edit_and_plain_edit(running, fake) -> None:
         sent = await channel.send(OutboundMessage(chat_id="D1", text="draft"))
         await channel.edit("D1", sent.message_id, "*final*")
         posted = fake.find("D1", sent.message_id)
-        assert posted.text == "*final*" and posted.blocks is None
+        assert posted.text == "*final*" and not posted.blocks
         long = "x" * 6500
         await channel.edit("D1", sent.message_id, long, plain=True)
     blocks = posted.blocks

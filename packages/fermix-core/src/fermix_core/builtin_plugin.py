@@ -34,6 +34,12 @@ def fermix_doctor_checks():
         name="secrets", label="secrets", check="fermix_core.doctor_checks:check_secrets", order=50
     )
     yield DoctorCheckSpec(
+        name="sandbox",
+        label="sandbox confinement",
+        check="fermix_core.doctor_checks:check_sandbox",
+        order=55,
+    )
+    yield DoctorCheckSpec(
         name="providers",
         label="providers",
         check="fermix_core.routing.report:check_routes",
@@ -50,6 +56,12 @@ def fermix_doctor_checks():
         label="bootstrap templates",
         check="fermix_core.doctor_checks:check_bootstrap",
         order=70,
+    )
+    yield DoctorCheckSpec(
+        name="channels",
+        label="channels",
+        check="fermix_core.channels.doctor:check_channels",
+        order=80,
     )
 
 

@@ -391,6 +391,7 @@ class TurnRunner:
             mode=mode,
             session_id=session_id,
             emit=self.emit,
+            dialect=reply_dialect(job.reply),
         )
 
     async def _run_loop(
@@ -436,9 +437,14 @@ class TurnRunner:
         if not text:
             return
         message = job.message
-        await job.reply.send(
-            OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
-        )
+        from fermix_core.channels.outbound import ReplyUndelivered
+
+        # An undelivered reply was logged by the port with its conversation; the turn still
+        # commits it to history, so nothing is lost silently.
+        with contextlib.suppress(ReplyUndelivered):
+            await job.reply.send(
+                OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
+            )
 
     # ------------------------------------------------------------------ post-reply work
 
@@ -573,6 +579,14 @@ class TurnRunner:
                 cwd=original.cwd,
             )
         )
+
+
+def reply_dialect(reply: Any) -> str:
+    """The presentation dialect behind a reply port: its own, else its channel's."""
+    dialect = getattr(reply, "dialect", None) or getattr(
+        getattr(reply, "channel", None), "dialect", None
+    )
+    return dialect if isinstance(dialect, str) and dialect else "plain"
 
 
 def user_message(message: Any) -> Message:

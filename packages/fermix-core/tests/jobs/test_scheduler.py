@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from fermix_core.jobs.clock import FakeClock
+from fermix_core.jobs.memory_store import InMemoryJobStore
 from fermix_core.jobs.records import JobStateError
 from fermix_core.jobs.scheduler import CRASH_REASON, MAX_CONCURRENT_RUNS, STOP_REASON, Scheduler
 from fermix_core.jobs.store import SqliteJobStore
@@ -61,9 +62,13 @@ class GatedRunner:
         self.gates.setdefault(run_id, anyio.Event()).set()
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteJobStore]:
-    opened = await SqliteJobStore.open(tmp_path / "memory.db")
+@pytest.fixture(params=["sqlite", "memory"])
+async def store(request: Any, tmp_path: Path) -> AsyncIterator[Any]:
+    """Every scheduler test runs on both JobStore implementations."""
+    if request.param == "sqlite":
+        opened: Any = await SqliteJobStore.open(tmp_path / "memory.db")
+    else:
+        opened = InMemoryJobStore()
     yield opened
     await opened.aclose()
 

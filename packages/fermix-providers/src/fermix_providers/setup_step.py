@@ -152,7 +152,10 @@ def _choose(context: SetupContext, specs: Sequence[ProviderSpec]) -> ProviderSpe
         chosen = _match(answer, specs, by_name, strict=False)
         if chosen is not None:
             return chosen
-        context.io.echo(f"  {answer!r} is not a provider; type a number from the list or a name")
+        context.io.echo(
+            f"  {answer!r} is not a provider{_guess(str(answer).strip().lower(), by_name)}; "
+            "type a number from the list or a name"
+        )
     raise SetupError("no provider was chosen; run `fermix setup` again")
 
 
@@ -165,9 +168,18 @@ def _match(
     spec = by_name.get(_ALIASES.get(text, text))
     if spec is None and strict:
         raise SetupError(
-            f"unknown provider {str(answer)!r} for --provider; choose one of: {', '.join(by_name)}"
+            f"unknown provider {str(answer)!r} for --provider{_guess(text, by_name)}; "
+            f"choose one of: {', '.join(by_name)}"
         )
     return spec
+
+
+def _guess(text: str, by_name: Mapping[str, ProviderSpec]) -> str:
+    """`` (did you mean "openrouter"?)`` for a near miss such as ``openruter``, else ``""``."""
+    from fermix_core.config.messages import did_you_mean
+
+    guess = did_you_mean(text, [*by_name, *_ALIASES])
+    return f' (did you mean "{_ALIASES.get(guess, guess)}"?)' if guess else ""
 
 
 # --------------------------------------------------------------------------- credentials

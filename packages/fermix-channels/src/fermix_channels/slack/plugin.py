@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec
+from fermix_core.specs import ChannelSpec, DoctorCheckSpec
 
 SPEC = ChannelSpec(
     name="slack",
@@ -32,3 +32,16 @@ SPEC = ChannelSpec(
 @hookimpl
 def fermix_channels() -> Iterable[ChannelSpec]:
     return (SPEC,)
+
+
+DOCTOR = DoctorCheckSpec(
+    name="slack_credentials",
+    label="slack credentials",
+    check="fermix_channels.slack.doctor:check_slack",
+    order=72,
+)
+
+
+@hookimpl
+def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
+    return (DOCTOR,)

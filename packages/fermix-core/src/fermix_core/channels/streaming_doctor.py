@@ -50,7 +50,7 @@ def check_channel_streaming(ctx: DoctorContext) -> list[CheckResult]:
             continue
         if enabled and spec.remote and (configured is None or isinstance(configured, str)):
             try:
-                mode = streaming_mode(configured, can_edit=spec.supports_draft)
+                mode = streaming_mode(configured, can_draft=spec.supports_draft)
             except ValueError:
                 continue  # config load reports a bad value; nothing to add here
             modes.append(f"{name}: {mode}")

@@ -202,12 +202,29 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
     typer.echo(f"primary_provider: {result.get('primary_provider') or 'none — run `fermix setup`'}")
     fallbacks = result.get("fallback_providers") or []
     typer.echo(f"fallback_providers: {', '.join(fallbacks) or 'none'}")
+    _echo_channels(result)
     if stale:
         typer.echo(
             f"warning: the running daemon is version {result['version']} but {__version__} is "
             "installed — restart to apply (`fermix restart`)",
             err=True,
         )
+
+
+def _echo_channels(result: dict) -> None:
+    http = result.get("http") or {}
+    if http.get("url"):
+        typer.echo(f"http: {http['url']}")
+    elif http.get("error"):
+        typer.echo(f"http: not listening — {http['error']}")
+    enabled = [c for c in result.get("channels") or [] if c.get("enabled")]
+    if not enabled:
+        typer.echo("channels: none enabled")
+        return
+    typer.echo("channels:")
+    for channel in enabled:
+        error = f" — {channel['error']}" if channel.get("error") else ""
+        typer.echo(f"  {channel['name']}: {channel['state']}{error}")
 
 
 @health_app.command()

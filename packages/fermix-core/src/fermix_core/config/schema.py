@@ -146,7 +146,15 @@ def unavailable_owner(
 
 def known_sections(registry: SpecRegistry, claimed: Mapping[str, Any]) -> list[str]:
     """Every section (and top-level key) path a did-you-mean may suggest."""
-    paths = ["fermix_core", "sandbox", "sandbox.env", "mcp", "mcp.servers", "fermix_channels"]
+    paths = [
+        "fermix_core",
+        "sandbox",
+        "sandbox.env",
+        "mcp",
+        "mcp.servers",
+        "fermix_channels",
+        "fermix_web",
+    ]
     paths += [f"fermix_core.{name}" for name in CORE_SECTION_FIELDS]
     paths += [f"fermix_core.tools.{name}" for name in CORE_TOOL_SECTIONS]
     paths += [f"fermix_core.oauth.{name}" for name in OAUTH_PROVIDERS]

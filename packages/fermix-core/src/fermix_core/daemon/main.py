@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
     listens; ``fermix run`` prints it. A daemon already running for this home is refused
     with :class:`DaemonAlreadyRunning` before anything is booted.
     """
+    from fermix_core.channels.runtime import daemon_channels
     from fermix_core.home import FermixHome
     from fermix_core.runtime import Runtime
     from fermix_core.service import FermixService
@@ -38,10 +40,15 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
         raise
     home = runtime.home
     stop = anyio.Event()
-    async with FermixService.running(runtime) as service:
+    async with (
+        FermixService.running(runtime, scheduler=True) as service,
+        AsyncExitStack() as channels,
+    ):
         failures = await runtime.start()
         for plugin, error in failures:
             log.error("plugin %s failed to start: %s", plugin, error)
+        # Channels start once the gateway is ready and stop before the plugins' shutdown.
+        await channels.enter_async_context(daemon_channels(runtime, service))
         handlers = _handlers(service, stop)
         server = ControlServer(home.daemon_sock, handlers)
         async with anyio.create_task_group() as tg:
@@ -68,6 +75,7 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
             log.info("daemon stopping")
             service.available = False
             tg.cancel_scope.cancel()
+        await channels.aclose()
         await runtime.stop()
     remove_pidfile(home.pid_file, os.getpid())
     return 0
@@ -94,17 +102,23 @@ def ready_line(runtime: Any, service: Any) -> str:
     """One line for the terminal: where the daemon listens and how to reach it."""
     from fermix_core.specs import ChannelSpec
 
-    channels = [
-        name
-        for name in sorted(runtime.registry.typed(ChannelSpec))
-        if runtime.config.section(f"fermix_channels.{name}") is not None
-    ]
+    running = getattr(service, "channels", None)
+    if running is not None:
+        channels = [f"{h['name']} {h['state']}" for h in running.health() if h["enabled"]]
+    else:
+        channels = [
+            name
+            for name in sorted(runtime.registry.typed(ChannelSpec))
+            if runtime.config.section(f"fermix_channels.{name}") is not None
+        ]
+    ingress = getattr(service, "ingress", None)
+    http = f"; http: {ingress.url}" if ingress is not None and ingress.url else ""
     plan = getattr(service, "routes", None)
     provider = plan.primary.name if plan is not None and plan.primary is not None else None
     cli = cli_prefix(runtime.environ)
     return (
         f"fermix {__version__} ready (pid {os.getpid()}) on {runtime.home.daemon_sock}; "
-        f"channels: {', '.join(channels) or 'none configured (terminal only)'}; "
+        f"channels: {', '.join(channels) or 'none configured (terminal only)'}{http}; "
         f"provider: {provider or f'none — run `{cli} setup`'}. "
         f'Talk to it from another terminal with `{cli} ask "hello"` or `{cli} chat`; '
         "Ctrl-C stops it."
@@ -148,10 +162,14 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
         stop.set()
         return {"stopping": True, "pid": os.getpid()}
 
+    from fermix_core.jobs.control import control_handlers
+
+    jobs = control_handlers(lambda: service.jobs.service if service.jobs else None, MethodError)
     return {
         "status": status,
         "health": health,
         "ask": ask,
         "capabilities": capabilities,
         "shutdown": shutdown,
+        **jobs,
     }

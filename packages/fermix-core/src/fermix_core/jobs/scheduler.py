@@ -117,6 +117,7 @@ class Scheduler:
         self._tg: Any = None
         #: run id → (job id, cancel scope) of every run in flight.
         self._active: dict[int, tuple[str, anyio.CancelScope]] = {}
+        self._finished: dict[int, anyio.Event] = {}
         self._idle = anyio.Event()
         self._idle.set()
         #: Completed passes, and an event set each time the loop parks after one.
@@ -201,6 +202,12 @@ class Scheduler:
         """Return once the loop has completed *passes* passes and is waiting again."""
         while self.passes < passes:
             await self._parked.wait()
+
+    async def wait_run(self, run_id: int) -> None:
+        """Return once *run_id* is no longer in flight (at once if it is not)."""
+        finished = self._finished.get(run_id)
+        if finished is not None:
+            await finished.wait()
 
     async def wait_idle(self) -> None:
         """Return once no run is in flight (tests; a graceful stop)."""
@@ -332,6 +339,7 @@ class Scheduler:
     def _start(self, job: JobRecord, run: RunRecord, release: str) -> None:
         scope = anyio.CancelScope()
         self._active[run.id] = (job.id, scope)
+        self._finished[run.id] = anyio.Event()
         self._idle = anyio.Event()
         self._tg.start_soon(self._run, job, run, release, scope)
 
@@ -351,6 +359,9 @@ class Scheduler:
             await self._settle_failed(run, release, f"internal error: {type(exc).__name__}")
         finally:
             self._active.pop(run.id, None)
+            finished = self._finished.pop(run.id, None)
+            if finished is not None:
+                finished.set()
             if not self._active:
                 self._idle.set()
             self.wake()
@@ -379,9 +390,6 @@ class Scheduler:
         return found
 
     def _emit(self, name: str, **data: Any) -> None:
-        if self.emit is None:
-            return
-        try:
-            self.emit(name, **data)
-        except Exception:
-            log.exception("telemetry observer failed on %s", name)
+        from fermix_core.agent.observe import Observer  # the loop's best-effort fan-out
+
+        Observer(self.emit, None).emit(name, **data)
