@@ -27,6 +27,11 @@ BENCHMARKS = [
     "cold_ask",
     "memory",
     "sandbox",
+    "streaming",
+    "slack",
+    "confine",
+    "traces",
+    "presentation",
     "jobs",
 ]
 

@@ -300,6 +300,73 @@ def test_chat_session_in_process_and_through_the_daemon(daemon_env) -> None:
     assert "(daemon)" in remote.stdout and "fermix> echo: again" in remote.stdout
 
 
+def test_run_prints_one_ready_line_and_a_second_run_is_refused(daemon_env) -> None:
+    home = Path(daemon_env["FERMIX_HOME"])
+    env = {k: v for k, v in daemon_env.items() if k != "UV_RUN_RECURSION_DEPTH"}
+    daemon = subprocess.Popen(
+        [FERMIX, "run"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        ready = daemon.stdout.readline()  # blocks until the daemon says it is ready
+        pid = read_pidfile(home / "daemon.pid").pid
+        assert pid == daemon.pid
+        assert f"ready (pid {pid}) on {home / 'daemon.sock'}" in ready
+        assert "channels: none configured (terminal only)" in ready
+        assert "provider: ollama" in ready
+        assert '`fermix ask "hello"` or `fermix chat`' in ready
+
+        second = fermix(env, "run", check=False)
+        assert second.returncode == 1
+        assert f"a daemon is already running (pid {pid})" in second.stderr
+        assert "TaskGroup" not in second.stderr and "Traceback" not in second.stderr
+        # The refused run left the live daemon's files alone.
+        assert fermix(env, "health").returncode == 0
+
+        again = fermix(env, "start")
+        assert f"already running (pid {pid})" in again.stdout
+        assert "`fermix restart` applies config changes" in again.stdout
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0
+
+
+def test_ready_line_under_uv_run_says_uv_run_fermix(daemon_env) -> None:
+    daemon = subprocess.Popen(
+        [FERMIX, "run"],
+        env={**daemon_env, "UV_RUN_RECURSION_DEPTH": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert '`uv run fermix ask "hello"`' in daemon.stdout.readline()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0
+
+
+def test_restart_with_a_config_typo_keeps_the_running_daemon(daemon_env) -> None:
+    home = Path(daemon_env["FERMIX_HOME"])
+    fermix(daemon_env, "start")
+    pid = read_pidfile(home / "daemon.pid").pid
+    config = home / "config.toml"
+    good = config.read_text()
+    config.write_text(good + "[fermix_core.agent]\ntimezon = 'Europe/Berlin'\n")
+
+    refused = fermix(daemon_env, "restart", check=False)
+    assert refused.returncode == 1
+    assert "fermix_core.agent.timezon" in refused.stderr
+    assert f"the running daemon (pid {pid}) was kept" in refused.stderr
+    assert read_pidfile(home / "daemon.pid").pid == pid
+    assert ask_json(daemon_env, "still here")["reply"] == "echo: still here"
+
+    config.write_text(good)
+    fermix(daemon_env, "restart")
+    new_pid = read_pidfile(home / "daemon.pid").pid
+    assert new_pid != pid and wait_for_exit(pid, 10)
+    assert fermix(daemon_env, "health").returncode == 0
+
+
 # --------------------------------------------------------------------------- scheduled jobs
 
 

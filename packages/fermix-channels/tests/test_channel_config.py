@@ -220,7 +220,7 @@ def test_acp_rejects_trust_keys() -> None:
 CREDENTIALS = {
     TelegramConfig: ["bot_token"],
     WhatsAppConfig: ["access_token", "verify_token", "app_secret"],
-    SlackConfig: ["bot_token", "signing_secret"],
+    SlackConfig: ["bot_token", "signing_secret", "app_token"],
     DiscordConfig: ["bot_token"],
 }
 

@@ -27,6 +27,7 @@ DOCUMENTED_ENV = {
     "slack": {
         "SLACK_BOT_TOKEN": "bot_token",
         "SLACK_SIGNING_SECRET": "signing_secret",
+        "SLACK_APP_TOKEN": "app_token",
         "SLACK_ALLOWED_USER_IDS": "allowed_user_ids",
     },
     "discord": {
@@ -52,6 +53,7 @@ ENV_VALUES = {
     "WHATSAPP_ALLOWED_SENDER_IDS": "15551234567",
     "SLACK_BOT_TOKEN": "xoxb-test-token",
     "SLACK_SIGNING_SECRET": "8f742231b10e8888abcd99yyyzzz85a5",
+    "SLACK_APP_TOKEN": "xapp-1-A0TEST-1-abcdef",
     "SLACK_ALLOWED_USER_IDS": "U012AB3CD U045EF6GH",
     "DISCORD_BOT_TOKEN": "discord-test-token",
     "DISCORD_BOT_USER_ID": "80351110224678912",

@@ -1,34 +1,56 @@
 """The channel contract: platform input in as :class:`InboundMessage`, replies out by ``send``.
 
 Every adapter converts its platform's updates into one common inbound record and hands it
-to the gateway's ``deliver`` callback; the agent never learns which platform a message came
-from. Optional abilities (editing, deleting, reactions, typing) are declared as flags so the
+to :meth:`ChannelHost.deliver`; the agent never learns which platform a message came from.
+Optional abilities (editing, deleting, reactions, typing) are declared as flags so the
 gateway and streaming code can choose a strategy up front instead of discovering a missing
-ability halfway through a reply.
+ability halfway through a reply. Replies reach ``send`` already rendered in the adapter's
+``dialect`` (or as plain text when ``OutboundMessage.plain`` is set).
+
+Webhook channels describe their HTTP endpoints as framework-free :class:`WebhookRoute`
+values; the daemon's ingress serves them, so no adapter imports a web framework.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import anyio.abc
+    import httpx
+
+    from fermix_core.home import FermixHome
+
 __all__ = [
+    "HEALTH_STATES",
     "Attachment",
     "AttachmentKind",
     "Channel",
     "ChannelCapabilityError",
     "ChannelError",
+    "ChannelFormatError",
+    "ChannelHost",
+    "ChannelRateLimited",
+    "ChannelTransientError",
     "ConversationKey",
     "Deliver",
+    "DeliveryResult",
+    "DeliveryUnavailable",
     "InboundMessage",
     "OutboundMessage",
     "SentMessage",
+    "WebhookRequest",
+    "WebhookResponse",
+    "WebhookRoute",
 ]
 
 
@@ -112,6 +134,10 @@ class InboundMessage(BaseModel):
     chat_id: str = Field(min_length=1)
     thread_id: str | None = None
     sender_id: str = Field(min_length=1)
+    #: The sender's display name as the platform shows it, when the adapter knows it. It
+    #: is chosen by the sender, so it labels messages in group chats but never decides
+    #: trust: that is ``sender_id``'s job.
+    sender_name: str | None = None
     text: str = ""
     attachments: list[Attachment] = Field(default_factory=list)
     message_id: str | None = None
@@ -131,7 +157,12 @@ class InboundMessage(BaseModel):
 
 
 class OutboundMessage(BaseModel):
-    """A reply for one chat; ``silent`` asks the platform not to ring a notification."""
+    """A reply for one chat; ``silent`` asks the platform not to ring a notification.
+
+    ``text`` is already rendered in the adapter's ``dialect`` unless ``plain`` is set: then
+    it is plain text (the resend after a :class:`ChannelFormatError`) and the adapter sends
+    it with no markup mode. Adapters always disable link previews.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", coerce_numbers_to_str=True)
 
@@ -141,6 +172,7 @@ class OutboundMessage(BaseModel):
     attachments: list[Attachment] = Field(default_factory=list)
     reply_to: str | None = None
     silent: bool = False
+    plain: bool = False
 
     @model_validator(mode="after")
     def _not_empty(self) -> OutboundMessage:
@@ -159,12 +191,30 @@ class SentMessage(BaseModel):
     message_id: str = Field(min_length=1)
 
 
-#: The gateway's entry point, handed to :meth:`Channel.start`.
-Deliver = Callable[[InboundMessage], Awaitable[None]]
+class DeliveryResult(StrEnum):
+    """What :meth:`ChannelHost.deliver` did with a message."""
+
+    #: Handed to the gateway (the turn runs later; deliver never waits for it).
+    ACCEPTED = "accepted"
+    #: The platform id was seen before (a retry, a redelivery, a restart): nothing ran.
+    DUPLICATE = "duplicate"
+    #: Not authorized (a stranger, a refused channel): dropped with no reply.
+    DROPPED = "dropped"
+
+
+#: Any callable shaped like :meth:`ChannelHost.deliver`.
+Deliver = Callable[[InboundMessage], Awaitable[DeliveryResult]]
+
+#: The health states a channel reports through :meth:`ChannelHost.report`.
+HEALTH_STATES: tuple[str, ...] = ("starting", "ready", "degraded", "stopped", "refused")
 
 
 class ChannelError(Exception):
-    """A channel operation failed; the message says what to check next."""
+    """A channel operation failed; the message says what to check next.
+
+    Raised as itself, it is a permanent refusal (bad chat, closed 24-hour window …) that
+    the core does not retry.
+    """
 
 
 class ChannelCapabilityError(ChannelError):
@@ -177,12 +227,128 @@ class ChannelCapabilityError(ChannelError):
         super().__init__(f"channel {channel!r} cannot {ability}; check `{flag}` before calling it")
 
 
+class ChannelRateLimited(ChannelError):
+    """The platform asked us to slow down (HTTP 429, flood control); the core waits, retries.
+
+    ``retry_after`` is the platform's wait in seconds, ``None`` when it named none.
+    """
+
+    def __init__(self, retry_after: float | None = None, message: str | None = None) -> None:
+        self.retry_after = retry_after
+        if message is None:
+            wait = f"; retry after {retry_after:g}s" if retry_after is not None else ""
+            message = f"the platform rate-limited this send{wait}"
+        super().__init__(message)
+
+
+class ChannelTransientError(ChannelError):
+    """A failure worth retrying with backoff: a 5xx answer, a network error, a timeout."""
+
+
+class ChannelFormatError(ChannelError):
+    """The platform rejected the formatting; the core resends that message once as plain."""
+
+
+class DeliveryUnavailable(Exception):
+    """:meth:`ChannelHost.deliver` could not hand the message off (the gateway is down,
+    the daemon is stopping). The idempotency record was rolled back, so the platform's
+    retry is accepted; a webhook answers 503."""
+
+
+# ----------------------------------------------------------------------------- webhooks
+
+
+@dataclass(frozen=True)
+class WebhookRequest:
+    """One HTTP request to an adapter's webhook route, framework-free."""
+
+    method: str
+    path: str
+    #: First value per query key.
+    query: Mapping[str, str]
+    #: Header names lower-cased.
+    headers: Mapping[str, str]
+    #: The raw body, already capped at the route's ``max_body_bytes`` by the ingress.
+    body: bytes
+
+
+@dataclass(frozen=True)
+class WebhookResponse:
+    """The adapter's answer to a :class:`WebhookRequest`."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WebhookRoute:
+    """An HTTP endpoint the daemon's ingress serves for an adapter."""
+
+    path: str
+    methods: tuple[str, ...]
+    handler: Callable[[WebhookRequest], Awaitable[WebhookResponse]]
+    max_body_bytes: int = 1_048_576
+
+
+# ----------------------------------------------------------------------------- host
+
+
+@runtime_checkable
+class ChannelHost(Protocol):
+    """What the runtime hands :meth:`Channel.start`: everything an adapter needs to run.
+
+    ``task_group`` is the adapter's own supervised group: spawn receive loops there with
+    ``host.task_group.start_soon(...)``, never with a bare ``asyncio.create_task``.
+    """
+
+    name: str
+    #: The validated ``[fermix_channels.<name>]`` section model.
+    config: Any
+    task_group: anyio.abc.TaskGroup
+    #: The runtime's shared HTTP client (an adapter may use its platform SDK instead).
+    http: httpx.AsyncClient
+    home: FermixHome
+
+    async def deliver(self, message: InboundMessage) -> DeliveryResult:
+        """Hand a normalized message to the gateway; returns once accepted.
+
+        Checks ``(channel, message.message_id)`` against the durable seen-ids record first
+        (:attr:`DeliveryResult.DUPLICATE`), then ingests it with this channel's reply port;
+        never waits for the turn. Raises :class:`DeliveryUnavailable` (after rolling the
+        seen record back) when the hand-off failed.
+        """
+        ...
+
+    async def seen(self, platform_id: str) -> bool:
+        """Whether a message with this platform id was already delivered (a pure query).
+
+        For adapters that must drop a redelivery before doing costly work (a media
+        download); :meth:`deliver` performs the recording check itself.
+        """
+        ...
+
+    def report(self, state: str, error: str | None = None) -> None:
+        """Report this channel's health: one of :data:`HEALTH_STATES`."""
+        ...
+
+    def emit(self, name: str, **data: Any) -> None:
+        """Telemetry, best effort."""
+        ...
+
+
+# ----------------------------------------------------------------------------- adapter
+
+
 class Channel(ABC):
     """A platform adapter built from a :class:`~fermix_core.specs.ChannelSpec`'s factory.
 
-    ``start`` begins receiving and returns once the adapter is running (its receive loop
-    runs in the background); every inbound message is passed to ``deliver``. ``stop`` must
-    be safe to call twice and before ``start``.
+    ``start(host)`` begins receiving and returns once the adapter is running; long-running
+    receive loops run in ``host.task_group``. A loop that raises is a crash: the runtime
+    cancels the adapter's task group, calls ``stop()`` and starts the same instance again
+    after a capped, jittered backoff. Every inbound message goes to ``host.deliver``.
+    ``stop`` must be safe to call twice and before ``start``.
     """
 
     name: str = ""
@@ -190,10 +356,22 @@ class Channel(ABC):
     supports_delete: bool = False
     supports_reactions: bool = False
     supports_typing: bool = False
+    #: Presentation dialect replies arrive in: "telegram_html" | "discord" | "slack" |
+    #: "whatsapp" | "signal" | "plain".
+    dialect: str = "plain"
+    #: Per-message text cap in the platform's own measure (``text_measure``).
+    max_text: int = 4096
+    #: "chars" (code points) or "utf16" (UTF-16 code units, Telegram).
+    text_measure: str = "chars"
+    #: Outbound media caps in bytes by AttachmentKind value ("image", "audio", "video",
+    #: "document", "voice"); a kind absent here falls back to "document"'s cap.
+    media_caps: Mapping[str, int] = MappingProxyType({})
+    #: A fixed reaction set (Telegram emoji, Slack shortcodes), or None for any single emoji.
+    reactions_allowed: tuple[str, ...] | None = None
 
     @abstractmethod
-    async def start(self, deliver: Deliver) -> None:
-        """Begin receiving; hand each inbound message to *deliver*."""
+    async def start(self, host: ChannelHost) -> None:
+        """Begin receiving; hand each inbound message to ``host.deliver``."""
 
     @abstractmethod
     async def stop(self) -> None:
@@ -201,9 +379,13 @@ class Channel(ABC):
 
     @abstractmethod
     async def send(self, message: OutboundMessage) -> SentMessage:
-        """Send *message*; raise :class:`ChannelError` when the platform refuses it."""
+        """Send *message*; raise a :class:`ChannelError` (or a typed subclass) on refusal."""
 
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
+    def webhook_routes(self) -> Sequence[WebhookRoute]:
+        """HTTP endpoints this adapter needs (webhook channels: Slack, WhatsApp)."""
+        return ()
+
+    async def edit(self, chat_id: str, message_id: str, text: str, *, plain: bool = False) -> None:
         """Replace the text of a message this channel sent (draft streaming)."""
         raise ChannelCapabilityError(self.name, "edit messages", "supports_edit")
 

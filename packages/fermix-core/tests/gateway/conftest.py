@@ -21,7 +21,7 @@ from fermix_core.gateway.queue import ConversationQueue
 from fermix_core.gateway.reply import ChannelReplyPort, features_of
 from fermix_core.gateway.trust import TrustPolicy
 from fermix_core.gateway.types import StopReport, TurnJob
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 
 
 class GatedExecutor:
@@ -202,10 +202,7 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     channel = MemoryChannel("tg")
 
-    async def deliver(message: InboundMessage) -> None:  # pragma: no cover - unused
-        raise AssertionError("tests ingest directly")
-
-    await channel.start(deliver)
+    await channel.start(StubChannelHost("tg"))  # tests ingest directly
     port = ChannelReplyPort(channel, features_of(channel))
     available = [True]
     async with ConversationQueue(executor) as queue:

@@ -20,7 +20,7 @@ from fermix_core.gateway.reply import ChannelReplyPort, features_of
 from fermix_core.gateway.trust import TrustPolicy
 from fermix_core.gateway.types import ChannelFeatures, IngestStatus
 from fermix_core.specs import CommandSpec, Role
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 from fermix_core.tool import Trust
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +69,7 @@ async def test_a_channel_without_a_policy_serves_nobody(rig) -> None:
 async def test_sender_ids_compare_as_strings(events, executor) -> None:
     policies = {"tg": TrustPolicy(owner_id=123456789, allowed_ids=[42])}  # type: ignore[arg-type]
     channel = MemoryChannel("tg")
-    await channel.start(lambda m: None)  # type: ignore[arg-type,return-value]
+    await channel.start(StubChannelHost("tg"))
     async with ConversationQueue(executor) as queue:
         gw = Gateway(
             policies=policies,
@@ -286,7 +286,7 @@ async def test_a_failing_third_party_command_is_contained(events, executor) -> N
         ]
     )
     channel = MemoryChannel("tg")
-    await channel.start(lambda m: None)  # type: ignore[arg-type,return-value]
+    await channel.start(StubChannelHost("tg"))
     async with ConversationQueue(executor) as queue:
         gw = Gateway(
             policies={"tg": TrustPolicy(owner_id="owner")},
@@ -332,7 +332,7 @@ async def test_a_raising_availability_check_counts_as_unavailable(rig) -> None:
 async def test_a_closed_queue_answers_restart_in_progress(events, executor) -> None:
     queue = ConversationQueue(executor)  # never entered
     channel = MemoryChannel("tg")
-    await channel.start(lambda m: None)  # type: ignore[arg-type,return-value]
+    await channel.start(StubChannelHost("tg"))
     gw = Gateway(
         policies={"tg": TrustPolicy(owner_id="owner")},
         commands=CommandRouter(),
@@ -378,7 +378,7 @@ async def test_memory_channel_deliver_callback_drives_the_pipeline(events, execu
             emit=events,
         )
         port = ChannelReplyPort(channel, features_of(channel))
-        await channel.start(lambda message: gw.ingest(message, port))
+        await channel.start(StubChannelHost("tg", on_deliver=lambda m: gw.ingest(m, port)))
         await channel.inject("hello", sender_id="me")
         await channel.inject("hello", sender_id="intruder")
         await channel.inject("/whoami", sender_id="me")

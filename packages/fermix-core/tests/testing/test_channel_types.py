@@ -7,8 +7,8 @@ from fermix_core.channel import (
     Attachment,
     Channel,
     ChannelCapabilityError,
+    ChannelHost,
     ConversationKey,
-    Deliver,
     InboundMessage,
     OutboundMessage,
     SentMessage,
@@ -81,8 +81,8 @@ def test_outbound_refuses_a_blank_message() -> None:
 class Minimal(Channel):
     name = "minimal"
 
-    async def start(self, deliver: Deliver) -> None:
-        self.deliver = deliver
+    async def start(self, host: ChannelHost) -> None:
+        self.host = host
 
     async def stop(self) -> None:
         return None

@@ -8,19 +8,15 @@ from fermix_core.channel import (
     InboundMessage,
     OutboundMessage,
 )
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 
 pytestmark = pytest.mark.anyio
 
 
 async def started(channel: MemoryChannel) -> list[InboundMessage]:
-    received: list[InboundMessage] = []
-
-    async def deliver(message: InboundMessage) -> None:
-        received.append(message)
-
-    await channel.start(deliver)
-    return received
+    host = StubChannelHost(channel.name)
+    await channel.start(host)
+    return host.deliveries
 
 
 async def test_inject_builds_a_normalized_message() -> None:

@@ -5,10 +5,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fermix_core.channel import ConversationKey, InboundMessage
+from fermix_core.channel import ConversationKey
 from fermix_core.gateway.reply import ChannelReplyPort
 from fermix_core.home import FermixHome
-from fermix_core.testing import MemoryChannel
+from fermix_core.testing import MemoryChannel, StubChannelHost
 from fermix_core.tool import ToolContext, Trust
 
 
@@ -26,12 +26,7 @@ def channel() -> MemoryChannel:
 
 @pytest.fixture
 async def running(channel: MemoryChannel) -> MemoryChannel:
-    received: list[InboundMessage] = []
-
-    async def deliver(message: InboundMessage) -> None:
-        received.append(message)
-
-    await channel.start(deliver)
+    await channel.start(StubChannelHost(channel.name))
     return channel
 
 

@@ -9,7 +9,7 @@ from fermix_core.agent import CapabilityRegistry
 from fermix_core.channel import ChannelError, OutboundMessage, SentMessage
 from fermix_core.gateway.reply import ChannelReplyPort
 from fermix_core.gateway.types import ChannelFeatures
-from fermix_core.testing import MemoryChannel, ToolContract
+from fermix_core.testing import MemoryChannel, StubChannelHost, ToolContract
 from fermix_core.tool import Trust, build_tool
 from fermix_tools.meta.plugin import REACT, TOOL_HELP
 from fermix_tools.meta.react import INBOUND_MESSAGE_ID, React, is_single_emoji
@@ -151,10 +151,7 @@ def test_single_emoji_detection_edges() -> None:
 
 
 async def _started(channel: MemoryChannel) -> MemoryChannel:
-    async def deliver(message) -> None:
-        return None
-
-    await channel.start(deliver)
+    await channel.start(StubChannelHost(channel.name))
     return channel
 
 

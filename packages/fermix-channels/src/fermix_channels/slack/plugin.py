@@ -1,11 +1,15 @@
-"""Registers the ``slack`` channel (separate from the Slack plugin that reads workspaces)."""
+"""Registers the ``slack`` channel (separate from the Slack plugin that reads workspaces).
+
+The adapter (``fermix_channels.slack.adapter``) and its SDK are imported only when the
+channel is configured and started.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec
+from fermix_core.specs import ChannelSpec, DoctorCheckSpec
 
 SPEC = ChannelSpec(
     name="slack",
@@ -15,6 +19,7 @@ SPEC = ChannelSpec(
     env={
         "SLACK_BOT_TOKEN": "bot_token",
         "SLACK_SIGNING_SECRET": "signing_secret",
+        "SLACK_APP_TOKEN": "app_token",
         "SLACK_ALLOWED_USER_IDS": "allowed_user_ids",
     },
     remote=True,
@@ -27,3 +32,16 @@ SPEC = ChannelSpec(
 @hookimpl
 def fermix_channels() -> Iterable[ChannelSpec]:
     return (SPEC,)
+
+
+DOCTOR = DoctorCheckSpec(
+    name="slack_credentials",
+    label="slack credentials",
+    check="fermix_channels.slack.doctor:check_slack",
+    order=72,
+)
+
+
+@hookimpl
+def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
+    return (DOCTOR,)

@@ -194,8 +194,11 @@ def report_ready(message: str = "ready") -> None:
     if not raw:
         return
     try:
+        from fermix_core.logs import redact
+
         fd = int(raw)
-        os.write(fd, (message + "\n").encode())
+        # The parent prints this to the user; a boot error may quote a secret.
+        os.write(fd, (redact(message) + "\n").encode())
         os.close(fd)
     except (ValueError, OSError):
         pass

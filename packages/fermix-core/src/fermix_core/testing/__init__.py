@@ -1,6 +1,7 @@
 """Test helpers for Fermix and for plugin authors.
 
-Fakes (:class:`ScriptedProvider`, :class:`FunctionProvider`, :class:`MemoryChannel`), a fake
+Fakes (:class:`ScriptedProvider`, :class:`FunctionProvider`, :class:`MemoryChannel`,
+:class:`StubChannelHost`), a fake
 installed distribution for loader tests, and contract suites every implementation passes.
 The pytest fixtures live in :mod:`fermix_core.testing.pytest_plugin`, which pytest loads
 automatically wherever fermix-core is installed.
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.testing.channels import MemoryChannel as MemoryChannel
+    from fermix_core.testing.channels import StubChannelHost as StubChannelHost
     from fermix_core.testing.contracts import CONTRACT_TOOL as CONTRACT_TOOL
     from fermix_core.testing.contracts import ChannelContract as ChannelContract
     from fermix_core.testing.contracts import MemoryBackendContract as MemoryBackendContract
@@ -34,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 _LAZY = {
     "MemoryChannel": "channels",
+    "StubChannelHost": "channels",
     "CONTRACT_TOOL": "contracts",
     "ChannelContract": "contracts",
     "MemoryBackendContract": "contracts",

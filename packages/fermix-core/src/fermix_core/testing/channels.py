@@ -1,30 +1,242 @@
-"""An in-memory channel for gateway, streaming and reply tests.
+"""An in-memory channel and a channel host for gateway, streaming, reply and adapter tests.
 
-It behaves like a well-behaved platform: it assigns message ids, remembers what each chat
-currently shows (so an edited draft or a deleted status line is visible as such), and
-refuses operations a real platform would refuse — sending while stopped, editing a
-message that does not exist. Abilities can be switched off per instance to test the paths
-for channels that cannot edit, delete or react.
+:class:`StubChannelHost` is a real :class:`~fermix_core.channel.ChannelHost` without a
+daemon: a real task group and HTTP client (inside ``async with``), an in-memory seen-ids
+set doing the same duplicate check the runtime does, and a record of every delivery,
+health report and telemetry event.
+
+:class:`MemoryChannel` behaves like a well-behaved platform: it assigns message ids,
+remembers what each chat currently shows (so an edited draft or a deleted status line is
+visible as such), and refuses operations a real platform would refuse — sending while
+stopped, editing a message that does not exist. Abilities can be switched off per
+instance to test the paths for channels that cannot edit, delete or react.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
-from collections.abc import Iterable
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from fermix_core.channel import (
+    HEALTH_STATES,
     Attachment,
     Channel,
     ChannelCapabilityError,
     ChannelError,
-    Deliver,
+    ChannelHost,
+    DeliveryResult,
+    DeliveryUnavailable,
     InboundMessage,
     OutboundMessage,
     SentMessage,
 )
+from fermix_core.home import FermixHome
 
-__all__ = ["MemoryChannel", "PostedMessage"]
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import anyio.abc
+    import httpx
+
+__all__ = ["MemoryChannel", "PostedMessage", "StubChannelHost"]
+
+
+class StubChannelHost:
+    """A :class:`~fermix_core.channel.ChannelHost` for tests, with no daemon behind it.
+
+    ``deliver`` records the platform id (``message.message_id``) and answers
+    :attr:`DeliveryResult.DUPLICATE` for an id seen before; it then calls *on_deliver*
+    (e.g. ``lambda m: gateway.ingest(m, port)``) when given. A callback that raises, or
+    :attr:`unavailable` set to true, makes ``deliver`` roll the id back and raise
+    :class:`DeliveryUnavailable`, as the runtime does. A callback answering
+    :class:`DeliveryResult` (or the gateway's ``IngestOutcome`` with status ``dropped``)
+    decides the result; senders in *drop_senders* are :attr:`DeliveryResult.DROPPED`.
+
+    ``task_group``, ``http`` and (when not given) ``home`` exist inside ``async with``;
+    leaving the block cancels the adapter's tasks, closes the client and removes the
+    temporary home. A receive loop that crashes surfaces there, failing the test.
+    """
+
+    def __init__(
+        self,
+        name: str = "memory",
+        *,
+        config: Any = None,
+        home: FermixHome | None = None,
+        http: httpx.AsyncClient | None = None,
+        on_deliver: Callable[[InboundMessage], Awaitable[Any]] | None = None,
+        drop_senders: Iterable[str] = (),
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._home = home
+        self._http = http
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._stack: AsyncExitStack | None = None
+        self.on_deliver = on_deliver
+        self.drop_senders = set(drop_senders)
+        #: When true, deliver raises DeliveryUnavailable (the gateway is down).
+        self.unavailable = False
+        #: Messages accepted (not duplicates, not dropped), in order.
+        self.deliveries: list[InboundMessage] = []
+        #: Every deliver call's result, in order.
+        self.results: list[DeliveryResult] = []
+        #: Every (state, error) report, in order.
+        self.reports: list[tuple[str, str | None]] = []
+        #: Every (name, data) telemetry event, in order.
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._seen: set[str] = set()
+        self._changed = anyio.Event()
+
+    # ------------------------------------------------------------------ context
+
+    async def __aenter__(self) -> StubChannelHost:
+        import httpx
+
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            if self._home is None:
+                path = Path(tempfile.mkdtemp(prefix="fermix-stub-home-"))
+                stack.callback(shutil.rmtree, path, True)
+                self._home = FermixHome(path)
+                stack.callback(setattr, self, "_home", None)
+            if self._http is None:
+                self._http = await stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
+                stack.callback(setattr, self, "_http", None)
+            self._task_group = await stack.enter_async_context(anyio.create_task_group())
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        stack, self._stack = self._stack, None
+        assert stack is not None
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+        try:
+            return await stack.__aexit__(exc_type, exc, tb)
+        finally:
+            self._task_group = None
+
+    def _entered(self, what: str) -> None:
+        raise _NotEntered(
+            f"StubChannelHost.{what} exists inside `async with StubChannelHost(...) as host:`"
+        )
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        if self._task_group is None:
+            self._entered("task_group")
+        assert self._task_group is not None
+        return self._task_group
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._entered("http")
+        assert self._http is not None
+        return self._http
+
+    @property
+    def home(self) -> FermixHome:
+        if self._home is None:
+            self._entered("home")
+        assert self._home is not None
+        return self._home
+
+    # ------------------------------------------------------------------ host
+
+    async def deliver(self, message: InboundMessage) -> DeliveryResult:
+        if not isinstance(message, InboundMessage):
+            raise TypeError(f"deliver() takes an InboundMessage, not {type(message).__name__}")
+        platform_id = message.message_id
+        if platform_id is not None:
+            if platform_id in self._seen:
+                return self._record(DeliveryResult.DUPLICATE)
+            self._seen.add(platform_id)
+        try:
+            if self.unavailable:
+                raise DeliveryUnavailable(f"channel {self.name!r}: the gateway is unavailable")
+            if message.sender_id in self.drop_senders:
+                return self._record(DeliveryResult.DROPPED)
+            outcome = None
+            if self.on_deliver is not None:
+                outcome = self.on_deliver(message)
+                if inspect.isawaitable(outcome):
+                    outcome = await outcome
+        except BaseException as exc:
+            if platform_id is not None:
+                self._seen.discard(platform_id)
+            if isinstance(exc, DeliveryUnavailable | anyio.get_cancelled_exc_class()):
+                raise
+            raise DeliveryUnavailable(f"channel {self.name!r}: hand-off failed: {exc}") from exc
+        result = _result_of(outcome)
+        if result is DeliveryResult.ACCEPTED:
+            self.deliveries.append(message)
+        return self._record(result)
+
+    def _record(self, result: DeliveryResult) -> DeliveryResult:
+        self.results.append(result)
+        self._changed.set()
+        self._changed = anyio.Event()
+        return result
+
+    async def seen(self, platform_id: str) -> bool:
+        return platform_id in self._seen
+
+    def report(self, state: str, error: str | None = None) -> None:
+        if state not in HEALTH_STATES:
+            raise ValueError(f"unknown channel state {state!r}; one of {', '.join(HEALTH_STATES)}")
+        self.reports.append((state, error))
+
+    def emit(self, name: str, **data: Any) -> None:
+        self.events.append((name, data))
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def state(self) -> str | None:
+        """The latest reported state, ``None`` before any report."""
+        return self.reports[-1][0] if self.reports else None
+
+    async def wait_for_deliveries(self, count: int, *, timeout: float = 10.0) -> None:
+        """Wait until *count* deliver calls have returned (any result); fail after *timeout*.
+
+        The timeout is a failure bound, never a pacing wait.
+        """
+        with anyio.fail_after(timeout):
+            while len(self.results) < count:
+                await self._changed.wait()
+
+
+class _NotEntered(RuntimeError, AttributeError):
+    """A context-bound member was read outside ``async with`` (also an AttributeError, so
+    ``hasattr`` and runtime protocol checks answer False instead of raising)."""
+
+
+def _result_of(outcome: Any) -> DeliveryResult:
+    if isinstance(outcome, DeliveryResult):
+        return outcome
+    status = getattr(outcome, "status", None)
+    if status is not None and str(status) == "dropped":
+        return DeliveryResult.DROPPED
+    return DeliveryResult.ACCEPTED
 
 
 @dataclass
@@ -73,24 +285,26 @@ class MemoryChannel(Channel):
         self.typing_calls: list[tuple[str, str | None]] = []
         self.inbound: list[InboundMessage] = []
         self.posted: dict[str, PostedMessage] = {}
-        self._deliver: Deliver | None = None
+        self.host: ChannelHost | None = None
         self._ids = itertools.count(1)
         self._inbound_ids = itertools.count(1)
         self._failures: list[BaseException] = []
+        self.last_result: DeliveryResult | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     @property
     def running(self) -> bool:
-        return self._deliver is not None
+        return self.host is not None
 
-    async def start(self, deliver: Deliver) -> None:
-        if not callable(deliver):
-            raise TypeError("start() needs the gateway's async deliver callable")
-        self._deliver = deliver
+    async def start(self, host: ChannelHost) -> None:
+        if not callable(getattr(host, "deliver", None)):
+            raise TypeError("start() needs a ChannelHost, e.g. fermix_core.testing.StubChannelHost")
+        self.host = host
+        host.report("ready")
 
     async def stop(self) -> None:
-        self._deliver = None
+        self.host = None
 
     # ------------------------------------------------------------------ inbound
 
@@ -106,10 +320,10 @@ class MemoryChannel(Channel):
     ) -> InboundMessage:
         """Deliver a platform message as if a user sent it; returns what was delivered.
 
-        Awaits the ``deliver`` callback, so when this returns the gateway has accepted (or
-        dropped) the message.
+        Awaits ``host.deliver``, so when this returns the gateway has accepted (or dropped)
+        the message; :attr:`last_result` says which.
         """
-        if self._deliver is None:
+        if self.host is None:
             raise ChannelError(f"channel {self.name!r} is not running; call start() first")
         if isinstance(message, str):
             message = InboundMessage(
@@ -128,7 +342,7 @@ class MemoryChannel(Channel):
                 f"inject() takes an InboundMessage or a str, not {type(message).__name__}"
             )
         self.inbound.append(message)
-        await self._deliver(message)
+        self.last_result = await self.host.deliver(message)
         return message
 
     # ------------------------------------------------------------------ outbound
@@ -138,7 +352,7 @@ class MemoryChannel(Channel):
         self._failures.extend(errors)
 
     async def send(self, message: OutboundMessage) -> SentMessage:
-        if self._deliver is None:
+        if self.host is None:
             raise ChannelError(f"channel {self.name!r} is not running; call start() first")
         if not isinstance(message, OutboundMessage):
             raise TypeError(f"send() takes an OutboundMessage, not {type(message).__name__}")
@@ -167,7 +381,7 @@ class MemoryChannel(Channel):
             raise ChannelError(f"cannot {verb} message {message_id!r}: it was deleted")
         return posted
 
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
+    async def edit(self, chat_id: str, message_id: str, text: str, *, plain: bool = False) -> None:
         if not self.supports_edit:
             raise ChannelCapabilityError(self.name, "edit messages", "supports_edit")
         posted = self._posted(chat_id, message_id, "edit")

@@ -50,6 +50,7 @@ from fermix_core.memory.backend import (
 from fermix_core.messages import ImagePart, Message, ToolDefinition, ToolResult, Turn, Usage
 from fermix_core.provider import ChatRequest, ErrorKind, Provider, ProviderError, StreamEvent
 from fermix_core.specs import NAME_RE, ToolSpec
+from fermix_core.testing.channels import StubChannelHost
 from fermix_core.tool import Tool, ToolContext, ToolOutput, Trust, build_tool
 
 __all__ = [
@@ -245,22 +246,22 @@ class ChannelContract:
         """The texts the platform has received for *chat_id*, in order."""
         raise NotImplementedError(f"{type(self).__name__} must implement sent_texts()")
 
+    def make_host(self, channel: Channel) -> StubChannelHost:
+        """The host ``start`` receives; override to pass the adapter's config section."""
+        return StubChannelHost(channel.name or "contract")
+
     @asynccontextmanager
-    async def _running(self) -> AsyncIterator[tuple[Channel, list[InboundMessage], anyio.Event]]:
+    async def _running(self) -> AsyncIterator[tuple[Channel, StubChannelHost]]:
         channel = await _maybe_await(self.make_channel())
         assert isinstance(channel, Channel), f"make_channel returned {channel!r}"
-        received: list[InboundMessage] = []
-        arrived = anyio.Event()
-
-        async def deliver(message: InboundMessage) -> None:
-            received.append(message)
-            arrived.set()
-
-        await channel.start(deliver)
-        try:
-            yield channel, received, arrived
-        finally:
-            await channel.stop()
+        async with self.make_host(channel) as host:
+            with anyio.fail_after(self.inbound_timeout):
+                await channel.start(host)
+            try:
+                yield channel, host
+            finally:
+                with anyio.fail_after(self.inbound_timeout):
+                    await channel.stop()
 
     async def test_name_is_a_registry_name(self) -> None:
         channel = await _maybe_await(self.make_channel())
@@ -268,11 +269,10 @@ class ChannelContract:
         assert NAME_RE.match(channel.name)
 
     async def test_inbound_message_is_normalized(self) -> None:
-        async with self._running() as (channel, received, arrived):
+        async with self._running() as (channel, host):
             await self.trigger_inbound(channel, "contract hello 42")
-            with anyio.fail_after(self.inbound_timeout):
-                await arrived.wait()
-        message = received[0]
+            await host.wait_for_deliveries(1, timeout=self.inbound_timeout)
+        message = host.deliveries[0]
         assert isinstance(message, InboundMessage)
         assert message.channel == channel.name
         assert message.text == "contract hello 42"
@@ -281,7 +281,7 @@ class ChannelContract:
         assert message.conversation_key == (channel.name, message.chat_id, message.thread_id)
 
     async def test_send_returns_an_id_and_reaches_the_platform(self) -> None:
-        async with self._running() as (channel, _, _):
+        async with self._running() as (channel, _):
             sent = await channel.send(OutboundMessage(chat_id=self.chat_id, text="contract ping"))
             texts = await self.sent_texts(channel, self.chat_id)
         assert isinstance(sent, SentMessage)
@@ -289,7 +289,7 @@ class ChannelContract:
         assert "contract ping" in texts
 
     async def test_optional_abilities_match_their_flags(self) -> None:
-        async with self._running() as (channel, _, _):
+        async with self._running() as (channel, _):
             sent = await channel.send(OutboundMessage(chat_id=self.chat_id, text="contract draft"))
             abilities = [
                 (channel.supports_typing, lambda: channel.typing(self.chat_id)),
@@ -313,7 +313,7 @@ class ChannelContract:
     async def test_stop_is_idempotent(self) -> None:
         channel = await _maybe_await(self.make_channel())
         await channel.stop()  # before start
-        async with self._running() as (running, _, _):
+        async with self._running() as (running, _):
             pass
         await running.stop()
 
