@@ -307,3 +307,52 @@ def test_a_third_party_webhook_channel_answers_through_the_daemon(daemon_env, ba
     assert post(url, {"id": "m1", "chat": "c1", "from": "alice", "text": "hello"}).text == (
         "duplicate"
     )
+
+
+def test_a_scheduled_job_delivers_to_a_running_channel(daemon_env, backend) -> None:
+    fermix(daemon_env, "start")
+    added = json.loads(
+        fermix(
+            daemon_env,
+            "jobs",
+            "add",
+            "--schedule",
+            "0 9 * * *",
+            "--prompt",
+            "morning report",
+            "--delivery",
+            "channel",
+            "--channel",
+            "echo",
+            "--chat-id",
+            "c7",
+            "--json",
+        ).stdout
+    )
+    job = added["job"]
+    assert job["delivery_target"] == {"channel": "echo", "chat_id": "c7", "thread_id": None}
+    ran = json.loads(fermix(daemon_env, "jobs", "run-now", job["id"], "--wait", "--json").stdout)
+    run = ran["run"]
+    assert run["status"] == "succeeded", run
+    assert run["delivery_status"] == "delivered", run
+    assert {"chat": "c7", "text": "echo: morning report"} in backend.fake.sent
+
+    # A channel that is not running: retried, then recorded on the run; the result is kept.
+    refused = fermix(
+        daemon_env,
+        "jobs",
+        "add",
+        "-s",
+        "0 9 * * *",
+        "-p",
+        "x",
+        "--delivery",
+        "channel",
+        "--channel",
+        "nowhere",
+        "--chat-id",
+        "1",
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "unknown channel 'nowhere'" in refused.stderr
