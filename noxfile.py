@@ -13,7 +13,14 @@ nox.options.sessions = ["lint", "tests", "lock"]
 
 ROOT = Path(__file__).parent
 PACKAGES = ["fermix-core", "fermix-providers", "fermix-channels", "fermix-tools"]
-TEST_DEPS = ["pytest>=8.3", "pytest-timeout>=2.3", "anyio>=4.6"]
+TEST_DEPS = [
+    "pytest>=8.3",
+    "pytest-timeout>=2.3",
+    "anyio>=4.6",
+    # the cron oracle tests: property-based generation, and a second cron implementation
+    "hypothesis>=6.100",
+    "croniter>=3.0",
+]
 #: Every first-party entry point that a wheel install must load.
 DIST = ROOT / "dist"
 
@@ -66,7 +73,7 @@ def wheels(session: nox.Session) -> None:
     )
     wheels_built = sorted(DIST.glob("*.whl"))
     names = {w.name.split("-")[0] for w in wheels_built}
-    expected = {"fermix", *(p.replace("-", "_") for p in PACKAGES)}
+    expected = {"fermix_agent", *(p.replace("-", "_") for p in PACKAGES)}
     if names != expected:
         session.error(f"built wheels {sorted(names)} but expected {sorted(expected)}")
     venv = ROOT / ".nox" / "wheel-install"
@@ -74,7 +81,7 @@ def wheels(session: nox.Session) -> None:
     session.run("uv", "venv", "--python", "3.11", str(venv), external=True)
     python = str(venv / "bin" / "python")
     # Direct file references: our names must never resolve against an index.
-    meta = next(w for w in wheels_built if w.name.startswith("fermix-"))
+    meta = next(w for w in wheels_built if w.name.startswith("fermix_agent-"))
     others = [str(w) for w in wheels_built if w != meta]
     session.run(
         "uv",
@@ -82,7 +89,7 @@ def wheels(session: nox.Session) -> None:
         "install",
         "--python",
         python,
-        f"fermix[all] @ {meta.as_uri()}",
+        f"fermix-agent[all] @ {meta.as_uri()}",
         *others,
         external=True,
     )

@@ -265,9 +265,10 @@ def test_an_unwritable_prompt_location_is_a_setup_error_not_a_crash(fermix_home)
     (fermix_home.path / "bootstrap").write_text("not a directory")
     with pytest.raises(SetupError) as info:
         setup(fermix_home, "--user-name", "Ada")
-    assert "cannot write the prompt files" in str(info.value)
+    # Prompt files are written only after config.toml, and the error says exactly that.
+    assert str(info.value).startswith("config.toml was written, but cannot write the prompt")
     assert "run `fermix setup` again" in str(info.value)
-    assert not fermix_home.config_file.exists()
+    assert agent(fermix_home)["user_name"] == "Ada"
 
 
 # --------------------------------------------------------------------------- interactive

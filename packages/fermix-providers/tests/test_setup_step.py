@@ -167,7 +167,7 @@ def test_first_run_without_provider_says_how(fermix_home) -> None:
     ("args", "message"),
     [
         (("--provider", "nope"), "unknown provider 'nope'"),
-        (("--provider", "openai"), "needs an API key: pass --api-key KEY or set OPENAI_API_KEY"),
+        (("--provider", "openai"), "needs an API key: pass --api-key KEY \\(or --api-key-env"),
         (("--provider", "openai", "--api-key", "a b"), "contains spaces"),
         (("--provider", "ollama", "--api-key", "k"), "keyless"),
         (("--provider", "openai_codex", "--api-key", "k"), "not an API key"),

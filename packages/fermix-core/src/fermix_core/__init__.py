@@ -12,6 +12,17 @@ __version__ = "0.1.0"
 #: Distribution name, used when reporting which distribution provides a plugin.
 DISTRIBUTION = "fermix-core"
 
+#: The distribution users install: it pins core, the built-in tools and the plugin families
+#: (as extras) together. The command it installs is still ``fermix``.
+META_DISTRIBUTION = "fermix-agent"
+
+
+def install_hint(*extras: str) -> str:
+    """The pip line that adds ``extras`` to an installation, e.g. for an error message."""
+    suffix = f"[{','.join(extras)}]" if extras else ""
+    return f'pip install "{META_DISTRIBUTION}{suffix}"'
+
+
 TYPE_CHECKING = False  # typing costs an import this module cannot afford
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.hookspecs import hookimpl as hookimpl
@@ -20,7 +31,7 @@ _LAZY = {
     "hookimpl": ("fermix_core.hookspecs", "hookimpl"),
 }
 
-__all__ = ["DISTRIBUTION", "__version__", "hookimpl"]
+__all__ = ["DISTRIBUTION", "META_DISTRIBUTION", "__version__", "hookimpl", "install_hint"]
 
 
 def __getattr__(name: str) -> object:

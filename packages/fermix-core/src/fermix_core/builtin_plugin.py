@@ -34,10 +34,22 @@ def fermix_doctor_checks():
         name="secrets", label="secrets", check="fermix_core.doctor_checks:check_secrets", order=50
     )
     yield DoctorCheckSpec(
+        name="sandbox",
+        label="sandbox confinement",
+        check="fermix_core.doctor_checks:check_sandbox",
+        order=55,
+    )
+    yield DoctorCheckSpec(
         name="providers",
         label="providers",
         check="fermix_core.routing.report:check_routes",
         order=60,
+    )
+    yield DoctorCheckSpec(
+        name="channel_streaming",
+        label="channel streaming",
+        check="fermix_core.channels.streaming_doctor:check_channel_streaming",
+        order=65,
     )
     yield DoctorCheckSpec(
         name="bootstrap",
@@ -45,15 +57,25 @@ def fermix_doctor_checks():
         check="fermix_core.doctor_checks:check_bootstrap",
         order=70,
     )
+    yield DoctorCheckSpec(
+        name="channels",
+        label="channels",
+        check="fermix_core.channels.doctor:check_channels",
+        order=80,
+    )
 
 
 @hookimpl
 def fermix_setup_steps():
+    from fermix_core.setup_secrets import SECRETS_IN_CONFIG_OPTION
+
     yield SetupStepSpec(
         name="home",
         label="Fermix home",
         run="fermix_core.setup_steps:home_step",
         order=0,
+        # Read by every step that stores a secret (fermix_core.setup_secrets).
+        options=(SECRETS_IN_CONFIG_OPTION,),
     )
     from fermix_core.setup_personalization import PERSONALIZATION_STEP
 

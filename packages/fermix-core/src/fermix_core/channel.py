@@ -134,6 +134,10 @@ class InboundMessage(BaseModel):
     chat_id: str = Field(min_length=1)
     thread_id: str | None = None
     sender_id: str = Field(min_length=1)
+    #: The sender's display name as the platform shows it, when the adapter knows it. It
+    #: is chosen by the sender, so it labels messages in group chats but never decides
+    #: trust: that is ``sender_id``'s job.
+    sender_name: str | None = None
     text: str = ""
     attachments: list[Attachment] = Field(default_factory=list)
     message_id: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fermix_core import install_hint
 from fermix_core.doctor import CheckResult, DoctorContext, Status
 
 
@@ -59,6 +60,17 @@ def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
             )
         elif record.status == "disabled":
             rows.append(CheckResult(f"plugin {record.name}", Status.OK, "disabled in config.toml"))
+    if not ctx.registry.of("tool"):
+        rows.append(
+            CheckResult(
+                "tools",
+                Status.WARN,
+                "no tool plugin is loaded: the agent can only talk (no files, shell, web or "
+                "memory tools)",
+                fix=f"install the built-in tools ({install_hint()} includes them, or pip install "
+                '"fermix-tools"), or check FERMIX_LOAD_PLUGINS and [fermix_core.plugins] disabled',
+            )
+        )
     for error in ctx.registry.errors:
         rows.append(
             CheckResult(
@@ -232,3 +244,40 @@ def check_bootstrap(ctx: DoctorContext) -> list[CheckResult]:
             "overwrites your prompt files",
         )
     ]
+
+
+def check_sandbox(ctx: DoctorContext) -> list[CheckResult]:
+    """Whether commands run confined (bubblewrap / sandbox-exec) or are only screened."""
+    if ctx.config is None:
+        return [CheckResult("sandbox confinement", Status.SKIP, "config not loaded")]
+    from fermix_core.sandbox import SandboxPolicy, approval
+
+    policy = SandboxPolicy.from_config(ctx.config, ctx.home.path, environ=ctx.environ)
+    status = policy.confinement_status()
+    rows: list[CheckResult] = []
+    if status["active"]:
+        net = "network on" if status["network"] else "no network"
+        rows.append(CheckResult("sandbox confinement", Status.OK, f"{status['detail']} ({net})"))
+    else:
+        failing = status["setting"] == "required"
+        rows.append(
+            CheckResult(
+                "sandbox confinement",
+                Status.FAIL if failing else Status.WARN,
+                status["detail"],
+                fix=status["fix"],
+            )
+        )
+    if ctx.home.config_file.exists():
+        state = approval.check(ctx.home, record=False)
+        if state.pending:
+            rows.append(
+                CheckResult(
+                    "sandbox settings",
+                    Status.WARN,
+                    "[sandbox] was changed outside Fermix and is not applied: "
+                    + "; ".join(state.changes()),
+                    fix="`fermix sandbox approve` if you made the change; else undo it",
+                )
+            )
+    return rows

@@ -53,6 +53,12 @@ class FermixService:
         self.routes: Any = None
         self.available = True
         self.cli_features: Any = None
+        #: The daemon's ChannelRuntime once channels run (``None`` for ask and embedding).
+        self.channels: Any = None
+        #: Where the daemon's HTTP ingress listens (an IngressInfo), once it runs.
+        self.ingress: Any = None
+        #: Scheduled jobs (:class:`fermix_core.jobs.wiring.JobsRuntime`).
+        self.jobs: Any = None
         self._closers: list[Any] = []
 
     @property
@@ -63,8 +69,14 @@ class FermixService:
 
     @classmethod
     @asynccontextmanager
-    async def running(cls, runtime: Runtime) -> AsyncIterator[FermixService]:
-        """Open everything a turn needs; close it all (in reverse) on exit."""
+    async def running(
+        cls, runtime: Runtime, *, scheduler: bool = False
+    ) -> AsyncIterator[FermixService]:
+        """Open everything a turn needs; close it all (in reverse) on exit.
+
+        *scheduler* starts the job scheduler too (the daemon does; one-shot callers only
+        get the job service, and the daemon runs what they schedule).
+        """
         from fermix_core.agent import CapabilityRegistry
         from fermix_core.commands import CommandRouter
         from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
@@ -74,6 +86,11 @@ class FermixService:
 
         service = cls(runtime)
         config = runtime.config
+        from fermix_core.secrets import remember_configured_secrets
+
+        # Before anything can fail with a provider's error body: the redactor must know
+        # the configured keys, whatever their shape (error replies, traces, logs).
+        remember_configured_secrets(config, runtime.registry, runtime.environ)
         reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
         service.store = await ConversationStore.open(runtime.home.memory_db)
         registry = runtime.registry
@@ -108,19 +125,27 @@ class FermixService:
         )
         service.runner = runner
         from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
+        from fermix_core.sandbox.policy import log_confinement
         from fermix_core.secrets import SecretResolver
 
         resolver = SecretResolver(
             environ=runtime.environ, profile=config.core.fermix_core.profile, host=runtime.host
         )
+        from fermix_core.sandbox import approval as sandbox_approval
+
+        approved = await anyio.to_thread.run_sync(sandbox_approval.check, runtime.home)
+        if approved.pending:
+            log.warning("sandbox: %s", approved.message())
         sandbox = SandboxPolicy.from_config(
             config,
             runtime.home.path,
             environ=runtime.environ,
             tracer=runner.tracer,
             resolver=resolver,
+            section=sandbox_approval.effective_section(config, approved),
         )
         sandbox.ensure_workspace()
+        await anyio.to_thread.run_sync(log_confinement, sandbox)
         from fermix_core.memory.plugin import open_backend
         from fermix_core.memory.review import MemoryReviewer
 
@@ -140,15 +165,29 @@ class FermixService:
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
+        from fermix_core.jobs.wiring import JobsRuntime
+
+        service.jobs = await JobsRuntime.open(
+            runtime,
+            capabilities=capabilities,
+            services=runner.services,
+            tracer=tracer,
+            conversations=service.store,
+        )
+        service._closers.append(service.jobs.aclose)
+        runner.services["jobs"] = service.jobs.service
         policies = {
             CLI_CHANNEL: TrustPolicy(
                 owner_id=None, allowed_ids=(), command_allowlist=(), local=True
             )
         }
-        for name in registry.typed(ChannelSpec):
-            section = config.section(f"fermix_channels.{name}")
-            if section is not None:
-                policies[name] = TrustPolicy.from_section(section)
+        from fermix_core.channels.runtime import channel_section
+
+        for name, spec in registry.typed(ChannelSpec).items():
+            # Every registered channel gets a policy; a remote one without a section (or
+            # with nobody in it) authorizes nobody, a local one (acp) authorizes its socket.
+            section = channel_section(spec, config)
+            policies[name] = TrustPolicy.from_section(section, local=not spec.remote, channel=name)
         try:
             async with anyio.create_task_group() as tg, ConversationQueue(runner) as queue:
                 runner.queue = queue
@@ -163,6 +202,8 @@ class FermixService:
                     agent_available=lambda: service.available,
                 )
                 service.cli_features = ChannelFeatures(local=True)
+                if scheduler:
+                    await tg.start(service.jobs.scheduler.serve)
                 yield service
                 tg.cancel_scope.cancel()
         finally:
@@ -192,7 +233,7 @@ class FermixService:
         )
         self.routes = plan
         if plan.primary is None:
-            log.warning("no provider configured: %s", plan.reason)
+            log.warning("%s", plan.reason)  # the reason already says "no provider configured"
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
         # older than 15 s are discarded at checkout.
@@ -243,4 +284,6 @@ class FermixService:
             "primary_provider": plan.primary.name if plan and plan.primary else None,
             "fallback_providers": [r.name for r in plan.fallbacks] if plan else [],
             "active_conversations": len(self.queue.active()) if self.queue else 0,
+            "channels": self.channels.health() if self.channels is not None else [],
+            "http": self.ingress.as_dict() if self.ingress is not None else None,
         }

@@ -3,7 +3,8 @@
 A step edits the config document held by the :class:`SetupContext`. Nothing is written until
 every step has run; then plaintext secrets move to the keyring, the whole result is
 validated, and config.toml is replaced atomically. A step that fails, or a result that does
-not validate, leaves the existing file exactly as it was.
+not validate, leaves the existing file exactly as it was. Writes outside config.toml (the
+prompt files) are queued on :attr:`SetupContext.after_write` and run only after that.
 
 Interactive and non-interactive runs share one code path: :meth:`SetupContext.ask` returns a
 flag value when the user passed one, prompts when interactive, and otherwise raises
@@ -32,6 +33,10 @@ class SetupInputError(SetupError):
     """A value is needed that a non-interactive run did not get."""
 
 
+class SetupStoreError(SetupError):
+    """A secret could not be stored (a keyring refused it); nothing was written."""
+
+
 @dataclass
 class SetupIO:
     """Terminal interaction, swappable in tests."""
@@ -49,6 +54,14 @@ class SetupContext:
     options: Mapping[str, Any]
     io: SetupIO = field(default_factory=SetupIO)
     notes: list[str] = field(default_factory=list)
+    #: The operator agreed to keep new secrets in plaintext in config.toml (mode 0600)
+    #: because no keyring can store them (``--secrets-in-config`` or the prompt).
+    plaintext_consent: bool = False
+    #: Work that writes outside config.toml (prompt files), run only once config.toml has
+    #: been validated and written, so a failed setup leaves nothing half-done behind.
+    after_write: list[Callable[[], None]] = field(default_factory=list)
+    #: ``fermix_core.setup_secrets`` caches its keyring probe here (one probe per run).
+    keyring_state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def home(self) -> Any:
@@ -147,7 +160,8 @@ def run_setup(
 
     from fermix_core.config import ConfigError, load_config, secret_fields
     from fermix_core.config.writer import write_document
-    from fermix_core.secrets import store_plaintext_secrets
+    from fermix_core.secrets import SecretStoreError, store_plaintext_secrets
+    from fermix_core.setup_secrets import SECRETS_IN_CONFIG_FLAG
 
     if assembly.document_error is not None:
         raise SetupError(f"config.toml cannot be read, fix it first:\n{assembly.document_error}")
@@ -182,16 +196,29 @@ def run_setup(
             f"the new configuration is not valid; nothing was written:\n{exc}"
         ) from exc
     profile = loaded.core.fermix_core.profile
-    migration = store_plaintext_secrets(
-        document,
-        secret_fields(loaded, assembly.registry),
-        profile=profile,
-        previous_document=previous,
-    )
+    try:
+        migration = store_plaintext_secrets(
+            document,
+            secret_fields(loaded, assembly.registry),
+            profile=profile,
+            previous_document=previous,
+            keep_new_plaintext=context.plaintext_consent,
+        )
+    except SecretStoreError as exc:
+        raise SetupStoreError(
+            f"{exc}; or run `fermix setup` again and choose where the secret is kept "
+            f"({SECRETS_IN_CONFIG_FLAG} keeps it in config.toml, mode 0600)"
+        ) from exc
     context.notes.extend(migration.warnings)
     changed = (
         tomlkit.dumps(document) != tomlkit.dumps(previous) or not assembly.home.config_file.exists()
     )
     if changed:
         write_document(assembly.home, document)
+    for action in context.after_write:
+        try:
+            action()
+        except SetupError as exc:
+            done = "config.toml was written" if changed else "config.toml was unchanged"
+            raise SetupError(f"{done}, but {exc}") from exc
     return SetupResult(ran, context.notes, list(migration.moved), changed)

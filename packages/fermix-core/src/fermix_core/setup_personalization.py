@@ -234,7 +234,9 @@ def personalization_step(context: SetupContext) -> None:
     values = {field.key: _value(context, field, agent) for field in _FIELDS}
     for key, value in values.items():
         _put(agent, key, value)
-    _seed(context, values, before)
+    # Seeded only once config.toml is written: a setup that fails later (a secret that
+    # cannot be stored, an invalid result) must not leave USER.md holding these answers.
+    context.after_write.append(lambda: _seed(context, values, before))
 
 
 def _agent_table(context: SetupContext) -> Any:

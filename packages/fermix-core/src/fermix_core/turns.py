@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
+from fermix_core.memory.directives import OWNER_MESSAGES_STATE
 from fermix_core.messages import ImagePart, Message, TextPart, Usage
+from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import ToolContext, Trust
 from fermix_core.traces import Body
 
 if TYPE_CHECKING:  # pragma: no cover
     from fermix_core.agent import CapabilityRegistry, LoopResult, ModelCaller
+    from fermix_core.channels.streaming import StreamController
     from fermix_core.gateway import TurnJob
     from fermix_core.prompt import PromptComposer
     from fermix_core.store import ConversationStore
@@ -40,7 +43,13 @@ INTERNAL_ERROR = (
     "Something went wrong on my side and I could not finish; the details are in the log."
 )
 NO_PROVIDER = "No provider is configured — run `fermix setup` to choose one."
+#: The turns a guest's turn replays from a shared conversation.
+GUEST_VISIBLE = frozenset({"guest"})
 MAX_BACKGROUND = 8
+#: How long /stop waits for the platform to delete a live draft.
+STREAM_CLEANUP_SECONDS = 10.0
+#: Run profiles of foreground channel turns, the only turns that stream live.
+STREAMED_PROFILES = frozenset({"normal", "ultra"})
 RECENT_BACKGROUND = 20
 #: Messages kept verbatim after a compaction summary.
 COMPACTION_KEEP = 6
@@ -134,6 +143,8 @@ class TurnRunner:
         self.queue: Any = None  # set by the service once the queue exists
         self.task_group: Any = None  # the service's task group, for post-reply and background work
         self._handles: dict[int, Any] = {}
+        #: Live streams by job, so ``/stop`` can take the unsealed draft down.
+        self._streams: dict[int, StreamController] = {}
         self._background: dict[str, BackgroundTask] = {}
         self._recent: dict[ConversationKey, deque[BackgroundTask]] = {}
         self._bg_counter = 0
@@ -158,7 +169,11 @@ class TurnRunner:
     async def on_stopped(self, job: TurnJob) -> None:
         """The queue cancelled *job*: close its turn and mark the orphaned request."""
         handle = self._handles.pop(id(job), None)
+        stream = self._streams.pop(id(job), None)
         with anyio.CancelScope(shield=True):
+            if stream is not None:
+                with anyio.move_on_after(STREAM_CLEANUP_SECONDS):
+                    await stream.abort()
             if handle is not None:
                 await self.store.abandon_turn(handle.turn_id, "stopped")
                 await self.store.append_marker(handle.conversation_id, STOP_MARKER)
@@ -172,16 +187,32 @@ class TurnRunner:
             await self._send(job, NO_PROVIDER)
             return TurnOutcome(NO_PROVIDER, key, "", status="no_provider")
         conversation_id = await self.store.conversation_id(key)
-        window = await self.store.load_window(conversation_id)
-        history = [stored.message for stored in window]
+        # A guest's turn replays the guests' turns only: nothing the owner said, ran or was
+        # told in a shared chat reaches it (docs/gateway.md, "Shared conversations").
+        visible = None if job.trust is Trust.OPERATOR else GUEST_VISIBLE
+        window = await self.store.load_window(conversation_id, speakers=visible)
         user = user_message(message)
         session_id = f"main-{await self.store.next_session_number()}"
         speaker = "owner" if job.trust is Trust.OPERATOR else "guest"
-        if self._too_long([*history, user]):
+        view = self._replay(window, user, job, speaker)
+        owner_words = (
+            [
+                row.message.text
+                for row in window
+                if row.speaker == "owner" and row.kind == "message" and row.message.role == "user"
+            ]
+            + [message.text]
+            if job.trust is Trust.OPERATOR
+            else None
+        )
+        if self._too_long([*view.history, view.user]):
             # The history alone already overflows the model's window: summarise first, so
             # the call is made with a history that fits instead of failing on length.
-            await self._compact(conversation_id, window)
-            history = [stored.message for stored in await self.store.load_window(conversation_id)]
+            # The summary is written from the whole window, so it is operator-only.
+            full = window if visible is None else await self.store.load_window(conversation_id)
+            await self._compact(conversation_id, full)
+            window = await self.store.load_window(conversation_id, speakers=visible)
+            view = self._replay(window, user, job, speaker)
         handle = await self.store.begin_turn(
             conversation_id,
             user,
@@ -189,6 +220,7 @@ class TurnRunner:
             sender_id=message.sender_id,
             session_id=session_id,
             run_profile=job.run_profile,
+            sender_name=message.sender_name,
         )
         self._handles[id(job)] = handle
         self._trace(
@@ -202,7 +234,7 @@ class TurnRunner:
         )
         self._trace("agent_event", session_id, event="turn_start", run_profile=job.run_profile)
         try:
-            outcome = await self._loop(job, handle, history, user, session_id)
+            outcome = await self._loop(job, handle, view, session_id, owner_words)
         except anyio.get_cancelled_exc_class():
             raise  # /stop: on_stopped() closes the turn with the handle still registered
         except BaseException:
@@ -213,8 +245,25 @@ class TurnRunner:
         self._handles.pop(id(job), None)
         return outcome
 
+    def _replay(self, window: list[Any], user: Message, job: TurnJob, speaker: str) -> GroupView:
+        message = job.message
+        return replay(
+            window,
+            user,
+            speaker=speaker,
+            sender_id=message.sender_id,
+            sender_name=message.sender_name,
+            is_group=message.is_group,
+            trust=job.trust,
+        )
+
     async def _loop(
-        self, job: TurnJob, handle: Any, history: list[Message], user: Message, session_id: str
+        self,
+        job: TurnJob,
+        handle: Any,
+        view: GroupView,
+        session_id: str,
+        owner_words: list[str] | None,
     ) -> TurnOutcome:
         from fermix_core.agent import AgentLoop
         from fermix_core.routing.messages import user_message as friendly
@@ -230,6 +279,7 @@ class TurnRunner:
             trust=job.trust,
             today=datetime.now(UTC).date(),
             timezone=self.config.core.fermix_core.agent.timezone,
+            shared_note=view.note,
         )
         ctx = ToolContext(
             trust=job.trust,
@@ -250,14 +300,22 @@ class TurnRunner:
         )
         if message.message_id:
             ctx.state["inbound_message_id"] = message.message_id
+        if owner_words is not None:
+            # What a standing instruction may quote (fermix_core.memory.directives).
+            ctx.state[OWNER_MESSAGES_STATE] = owner_words
         if not message.local and not job.background:
             # On a chat channel a confirmed directory grant re-runs this request; the
             # one-shot CLI prints the prompt and the owner re-runs the command.
             ctx.state["resume"] = job
         loop = AgentLoop(self.caller, snapshot, emit=self.emit, tracer=self.tracer)
+        stream = self._stream_for(job, session_id)
         try:
-            result: LoopResult = await loop.run([Message.system(system), *history, user], ctx)
+            result: LoopResult = await self._run_loop(
+                loop, [Message.system(system), *view.history, view.user], ctx, job, stream
+            )
         except ProviderError as exc:
+            if stream is not None:
+                await self._end_stream(job, stream)
             if self.tracer is not None:
                 self.tracer.error(
                     exc, session_id=session_id, kind=str(exc.kind), provider=exc.provider
@@ -281,10 +339,10 @@ class TurnRunner:
         if result.empty:
             # An empty completion is answered honestly and never committed.
             await self.store.abandon_turn(handle.turn_id, "empty")
-            await self._send(job, result.text)
+            await self._deliver(job, stream, result.text)
             outcome.status = "empty"
             return outcome
-        await self._send(job, result.text)
+        await self._deliver(job, stream, result.text)
         self._trace(
             "channel_msg",
             session_id,
@@ -312,6 +370,65 @@ class TurnRunner:
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
 
+    # ------------------------------------------------------------------ streaming
+
+    def _stream_for(self, job: TurnJob, session_id: str) -> StreamController | None:
+        """A live stream for a foreground channel turn whose port streams; else ``None``.
+
+        Background work, jobs and local surfaces (their features say ``off``) never stream;
+        a ``draft`` on a port that cannot edit streams nothing (``stream_mode`` is off).
+        """
+        mode = getattr(job.reply.features, "stream_mode", "off")
+        if mode == "off" or job.background or job.run_profile not in STREAMED_PROFILES:
+            return None
+        from fermix_core.channels.streaming import StreamController
+
+        message = job.message
+        return StreamController(
+            job.reply,
+            chat_id=message.chat_id,
+            thread_id=message.thread_id,
+            mode=mode,
+            session_id=session_id,
+            emit=self.emit,
+            dialect=reply_dialect(job.reply),
+        )
+
+    async def _run_loop(
+        self,
+        loop: Any,
+        messages: list[Message],
+        ctx: ToolContext,
+        job: TurnJob,
+        stream: StreamController | None,
+    ) -> LoopResult:
+        if stream is None:
+            return await loop.run(messages, ctx)
+        self._streams[id(job)] = stream
+        try:
+            async with stream.running():
+                return await loop.run(messages, ctx, stream=True, on_event=stream.on_event)
+        except anyio.get_cancelled_exc_class():
+            raise  # /stop: on_stopped() deletes the live draft
+        except ProviderError:
+            raise
+        except BaseException:
+            await self._end_stream(job, stream)
+            raise
+
+    async def _end_stream(self, job: TurnJob, stream: StreamController) -> None:
+        """The turn failed: the live draft and any 💭 lines go; sealed cards stay."""
+        self._streams.pop(id(job), None)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STREAM_CLEANUP_SECONDS):
+            await stream.abort()
+
+    async def _deliver(self, job: TurnJob, stream: StreamController | None, text: str) -> None:
+        """Send the final answer, minus whatever the live stream already delivered."""
+        if stream is not None:
+            text = await stream.finish(text) or ""
+            self._streams.pop(id(job), None)
+        await self._send(job, text)
+
     def _trace(self, type: str, session_id: str, **fields: Any) -> None:
         if self.tracer is not None:
             self.tracer.record(type, session_id=session_id, **fields)
@@ -320,9 +437,14 @@ class TurnRunner:
         if not text:
             return
         message = job.message
-        await job.reply.send(
-            OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
-        )
+        from fermix_core.channels.outbound import ReplyUndelivered
+
+        # An undelivered reply was logged by the port with its conversation; the turn still
+        # commits it to history, so nothing is lost silently.
+        with contextlib.suppress(ReplyUndelivered):
+            await job.reply.send(
+                OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
+            )
 
     # ------------------------------------------------------------------ post-reply work
 
@@ -356,7 +478,16 @@ class TurnRunner:
         """Summarise all but the last few messages of *window* (``StoredMessage`` rows)."""
         if self.caller is None or len(window) <= COMPACTION_KEEP:
             return ""
-        older = [stored.message for stored in window[:-COMPACTION_KEEP]]
+        # Labelled as a shared chat would replay them, so the summary keeps who said what.
+        older = replay(
+            window[:-COMPACTION_KEEP],
+            Message.user(SUMMARY_PROMPT),
+            speaker="system",
+            sender_id=None,
+            sender_name=None,
+            is_group=False,
+            trust=Trust.OPERATOR,
+        ).history
         request = ChatRequest(
             messages=[Message.system(SUMMARY_PROMPT), *older, Message.user(SUMMARY_PROMPT)]
         )
@@ -448,6 +579,14 @@ class TurnRunner:
                 cwd=original.cwd,
             )
         )
+
+
+def reply_dialect(reply: Any) -> str:
+    """The presentation dialect behind a reply port: its own, else its channel's."""
+    dialect = getattr(reply, "dialect", None) or getattr(
+        getattr(reply, "channel", None), "dialect", None
+    )
+    return dialect if isinstance(dialect, str) and dialect else "plain"
 
 
 def user_message(message: Any) -> Message:

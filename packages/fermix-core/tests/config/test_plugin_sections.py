@@ -47,7 +47,8 @@ def test_unknown_provider_name_gets_a_did_you_mean_and_the_valid_names(problems_
 
 def test_no_provider_plugins_at_all_says_how_to_get_one(problems_of, empty_registry) -> None:
     lines = problems_of("[fermix_core.providers.openai]\nprimary = true\n", registry=empty_registry)
-    assert 'no provider plugin is loaded; install one (pip install "fermix[providers]")' in lines[0]
+    expected = 'no provider plugin is loaded; install one (pip install "fermix-agent[providers]")'
+    assert expected in lines[0]
 
 
 def test_effort_and_auth_mode_must_be_in_the_providers_own_subset(problems_of, load) -> None:

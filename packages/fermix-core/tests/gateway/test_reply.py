@@ -19,7 +19,12 @@ async def _running(channel: MemoryChannel) -> MemoryChannel:
 def test_features_follow_the_adapter_flags() -> None:
     full = features_of(MemoryChannel(), reactions=["👍", "❤"])
     assert full == ChannelFeatures(
-        local=False, reactions=("👍", "❤"), draft=True, edit=True, delete=True
+        local=False,
+        reactions=("👍", "❤"),
+        draft=True,
+        edit=True,
+        delete=True,
+        streaming="draft",
     )
     any_emoji = features_of(MemoryChannel())
     assert any_emoji.reactions == ()
@@ -32,8 +37,48 @@ def test_features_follow_the_adapter_flags() -> None:
     )
     # A channel that cannot edit cannot draft, whatever the caller asked for.
     assert bare == ChannelFeatures(
-        local=True, reactions=None, draft=False, edit=False, delete=False, slash_commands=False
+        local=True,
+        reactions=None,
+        draft=False,
+        edit=False,
+        delete=False,
+        slash_commands=False,
+        streaming="block",
     )
+
+
+def test_streaming_mode_derives_from_editing_and_keeps_an_explicit_choice() -> None:
+    editable = MemoryChannel()
+    fixed = MemoryChannel(supports_edit=False)
+    assert features_of(editable).streaming == "draft"
+    assert features_of(fixed).streaming == "block"
+    assert features_of(editable, streaming="block").stream_mode == "block"
+    assert features_of(editable, streaming="off").stream_mode == "off"
+    assert features_of(fixed, streaming="block").stream_mode == "block"
+    # An explicit draft on a channel that cannot edit is kept, and streams nothing: no
+    # quiet fallback to block (doctor flags the mismatch instead).
+    mismatch = features_of(fixed, streaming="draft")
+    assert mismatch.streaming == "draft"
+    assert mismatch.stream_mode == "off"
+    assert ChannelFeatures().stream_mode == "off"  # local surfaces never stream
+    # A channel that can edit but is not draft-capable (the runtime passes the spec's
+    # supports_draft: Slack) streams in blocks by default, and an explicit draft is off.
+    assert features_of(editable, draft=False).streaming == "block"
+    assert features_of(editable, draft=False, streaming="draft").stream_mode == "off"
+    with pytest.raises(ValueError, match="'off', 'draft', 'block'"):
+        features_of(editable, streaming="fast")
+
+
+async def test_channel_reply_port_edits_and_deletes_through_the_adapter() -> None:
+    channel = await _running(MemoryChannel())
+    port = ChannelReplyPort(channel)
+    inbound = InboundMessage(channel="memory", chat_id="c", sender_id="s", text="x")
+    sent = await reply_text(port, inbound, "draft")
+    await port.edit("c", sent.message_id, "draft, longer")
+    assert channel.visible("c") == ["draft, longer"]
+    await port.delete("c", sent.message_id)
+    assert channel.visible("c") == []
+    assert channel.deletes == [("c", sent.message_id)]
 
 
 async def test_channel_reply_port_sends_into_the_inbound_chat_and_thread() -> None:

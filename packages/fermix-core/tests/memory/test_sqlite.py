@@ -20,6 +20,7 @@ from fermix_core.memory.sqlite import (
 from fermix_core.memory.sqlite_engine import HISTORY_BATCH
 from fermix_core.messages import Message, Usage
 from fermix_core.store import ConversationStore
+from fermix_core.store.schema import SCHEMA_VERSION as STORE_SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +79,7 @@ async def test_shares_memory_db_with_the_conversation_store(tmp_path: Path, firs
             "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN "
             "('messages', 'conversations', 'turns')"
         ).fetchall()
-    assert versions == {"memory": SCHEMA_VERSION, "conversations": 1}
+    assert versions == {"memory": SCHEMA_VERSION, "conversations": STORE_SCHEMA_VERSION}
     assert triggers == [], "memory never hooks into the store's tables"
     assert schema_of(path) == before, "the store's tables are untouched by memory"
 

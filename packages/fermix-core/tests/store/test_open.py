@@ -218,3 +218,34 @@ def test_connect_refuses_a_newer_file_before_opening_it(tmp_path: Path) -> None:
         connect(path)
     assert digest(path) == before
     assert sorted(os.listdir(tmp_path)) == ["m.db"]
+
+
+async def test_a_version_1_database_gains_sender_names_and_keeps_its_history(
+    db_path: Path,
+) -> None:
+    from fermix_core.messages import Message, Usage
+
+    async with await ConversationStore.open(db_path) as store:
+        cid = await store.conversation_id(("cli", "old"))
+        handle = await store.begin_turn(
+            cid, Message.user("from before"), speaker="owner", sender_id="1", session_id="s"
+        )
+        await store.commit_turn(
+            handle.turn_id, [Message.assistant("kept")], usage=Usage(), model=None, provider=None
+        )
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("ALTER TABLE messages DROP COLUMN sender_name")
+    conn.execute("UPDATE schema_version SET version = 1 WHERE component = ?", (COMPONENT,))
+    conn.close()
+
+    async with await ConversationStore.open(db_path) as store:
+        window = await store.load_window(cid)
+        assert [row.message.text for row in window] == ["from before", "kept"]
+        assert window[0].sender_name is None
+    check = sqlite3.connect(db_path)
+    try:
+        assert read_version(check) == SCHEMA_VERSION == 2
+        columns = {row[1] for row in check.execute("PRAGMA table_info(messages)")}
+        assert "sender_name" in columns
+    finally:
+        check.close()

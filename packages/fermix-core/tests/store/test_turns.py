@@ -563,3 +563,71 @@ async def test_sqlite_failures_are_typed_and_leave_the_store_usable(
     await run_turn(store, cid, "after", "recovered")
     assert texts(await store.load_window(cid)) == ["user:after", "assistant:recovered"]
     assert count(raw, "SELECT COUNT(*) FROM turns") == 1
+
+
+# --------------------------------------------------------------------------- shared chats
+
+
+async def test_a_speaker_filter_leaves_other_turns_out_whole(store: ConversationStore) -> None:
+    cid = await store.conversation_id(KEY)
+    await run_turn(store, cid, "owner asks", tool_exchange("c1", "owner answer"))
+    await run_turn(store, cid, "guest asks", "guest answer", speaker="guest")
+    stopped = await store.begin_turn(
+        cid, Message.user("owner again"), speaker="owner", sender_id="u1", session_id="s"
+    )
+    await store.append_marker(cid, "owner stopped")
+    guest = await store.begin_turn(
+        cid, Message.user("guest again"), speaker="guest", sender_id="u2", session_id="s"
+    )
+    await store.append_marker(cid, "guest stopped")
+    assert await store.turn_status(stopped.turn_id) == "stopped"
+    assert await store.turn_status(guest.turn_id) == "stopped"
+
+    only_guests = await store.load_window(cid, speakers={"guest"})
+    assert texts(only_guests) == [
+        "user:guest asks",
+        "assistant:guest answer",
+        "user:guest again",
+        "assistant:guest stopped",
+    ]
+    assert {row.turn_speaker for row in only_guests} == {"guest"}
+    everything = await store.load_window(cid)
+    assert len(everything) == 10 and texts(everything)[:3] == [
+        "user:owner asks",
+        "assistant:",
+        "tool:file body",
+    ]
+    with pytest.raises(ValueError, match="speakers"):
+        await store.load_window(cid, speakers={"stranger"})
+
+
+async def test_a_compaction_summary_is_never_shown_to_a_filtered_view(
+    store: ConversationStore,
+) -> None:
+    cid = await store.conversation_id(KEY)
+    for n in range(3):
+        await run_turn(store, cid, f"owner {n}", f"answer {n}")
+        await run_turn(store, cid, f"guest {n}", f"reply {n}", speaker="guest")
+    await store.replace_with_summary(cid, "SUMMARY of owner and guest turns", keep_last=4)
+    assert texts(await store.load_window(cid))[0] == "system:SUMMARY of owner and guest turns"
+    assert texts(await store.load_window(cid, speakers={"guest"})) == [
+        "user:guest 2",
+        "assistant:reply 2",
+    ]
+
+
+async def test_sender_names_are_kept_for_user_messages(store: ConversationStore) -> None:
+    cid = await store.conversation_id(KEY)
+    handle = await store.begin_turn(
+        cid,
+        Message.user("hi"),
+        speaker="guest",
+        sender_id="7",
+        session_id="s",
+        sender_name="Sam",
+    )
+    await store.commit_turn(
+        handle.turn_id, [Message.assistant("hello")], usage=Usage(), model=None, provider=None
+    )
+    window = await store.load_window(cid)
+    assert [(row.sender_id, row.sender_name) for row in window] == [("7", "Sam"), (None, None)]

@@ -21,6 +21,14 @@ PROVIDER_STEP = SetupStepSpec(
         SetupOption(flag="--provider", help="Provider to configure and make primary."),
         SetupOption(flag="--api-key", help="API key for that provider.", secret=True),
         SetupOption(
+            flag="--api-key-env",
+            help="Read the API key from this environment variable at run time instead.",
+        ),
+        SetupOption(
+            flag="--api-key-command",
+            help='Get the API key from a helper command, e.g. "pass show fermix/openai".',
+        ),
+        SetupOption(
             flag="--auth-mode",
             help="anthropic/xai: api_key, or oauth for a subscription login (`fermix auth login`).",
         ),

@@ -19,6 +19,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fermix_core.setup import SetupContext, SetupError, SetupInputError
+from fermix_core.setup_secrets import (
+    choose_storage,
+    reference_from_flags,
+    require_plaintext_storage,
+)
 from fermix_core.specs import REASONING_EFFORTS, ProviderSpec
 
 __all__ = ["PROVIDER_FLAGS", "provider_statuses", "provider_step"]
@@ -26,6 +31,8 @@ __all__ = ["PROVIDER_FLAGS", "provider_statuses", "provider_step"]
 PROVIDER_FLAGS = (
     "--provider",
     "--api-key",
+    "--api-key-env",
+    "--api-key-command",
     "--auth-mode",
     "--model",
     "--base-url",
@@ -145,7 +152,10 @@ def _choose(context: SetupContext, specs: Sequence[ProviderSpec]) -> ProviderSpe
         chosen = _match(answer, specs, by_name, strict=False)
         if chosen is not None:
             return chosen
-        context.io.echo(f"  {answer!r} is not a provider; type a number from the list or a name")
+        context.io.echo(
+            f"  {answer!r} is not a provider{_guess(str(answer).strip().lower(), by_name)}; "
+            "type a number from the list or a name"
+        )
     raise SetupError("no provider was chosen; run `fermix setup` again")
 
 
@@ -158,18 +168,30 @@ def _match(
     spec = by_name.get(_ALIASES.get(text, text))
     if spec is None and strict:
         raise SetupError(
-            f"unknown provider {str(answer)!r} for --provider; choose one of: {', '.join(by_name)}"
+            f"unknown provider {str(answer)!r} for --provider{_guess(text, by_name)}; "
+            f"choose one of: {', '.join(by_name)}"
         )
     return spec
+
+
+def _guess(text: str, by_name: Mapping[str, ProviderSpec]) -> str:
+    """`` (did you mean "openrouter"?)`` for a near miss such as ``openruter``, else ``""``."""
+    from fermix_core.config.messages import did_you_mean
+
+    guess = did_you_mean(text, [*by_name, *_ALIASES])
+    return f' (did you mean "{_ALIASES.get(guess, guess)}"?)' if guess else ""
 
 
 # --------------------------------------------------------------------------- credentials
 
 
 def _configure_auth(context: SetupContext, spec: ProviderSpec, block: Any) -> None:
+    key_flags = [
+        f for f in ("--api-key", "--api-key-env", "--api-key-command") if f in context.options
+    ]
     if spec.keyless or spec.auth_modes == ("none",):
-        if "--api-key" in context.options:
-            raise SetupError(f"{spec.name} is keyless; drop --api-key")
+        if key_flags:
+            raise SetupError(f"{spec.name} is keyless; drop {key_flags[0]}")
         return
     if "oauth" in spec.auth_modes and "api_key" not in spec.auth_modes:
         _oauth_only(context, spec)
@@ -227,17 +249,37 @@ def _oauth_only(context: SetupContext, spec: ProviderSpec) -> None:
 
 def _ask_key(context: SetupContext, spec: ProviderSpec, block: Any) -> None:
     label = spec.label or spec.name
+    what = f"{label} API key"
     stored = bool(block.get("api_key"))
     env_var = spec.env_var
     from_env = bool(env_var and context.assembly.environ.get(env_var, "").strip())
+    reference = reference_from_flags(context, "--api-key", label=what)
+    if reference is not None:
+        block["api_key"] = reference
+        return
     if "--api-key" in context.options:
-        block["api_key"] = _checked_key(spec, str(context.option("--api-key")))
+        key = _checked_key(spec, str(context.option("--api-key")))
+        require_plaintext_storage(context, "--api-key", label=what)
+        block["api_key"] = key
         return
     if not context.interactive:
         if stored or from_env:
             return
         hint = f" or set {env_var}" if env_var else ""
-        raise SetupInputError(f"{label} needs an API key: pass --api-key KEY{hint}")
+        raise SetupInputError(
+            f"{label} needs an API key: pass --api-key KEY (or --api-key-env NAME, "
+            f"--api-key-command CMD){hint}"
+        )
+    # Where the key will be kept is settled before it is typed: with no keyring writer the
+    # operator chooses config.toml (confirmed), an env reference or a helper command.
+    storage = choose_storage(
+        context, "--api-key", label=what, env_var=env_var, can_keep=stored or from_env
+    )
+    if storage.kind == "keep":
+        return
+    if storage.kind == "reference":
+        block["api_key"] = storage.value
+        return
     if stored:
         prompt = f"{label} API key (blank keeps the stored key)"
     elif from_env:

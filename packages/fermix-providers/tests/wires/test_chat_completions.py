@@ -265,6 +265,73 @@ async def test_stream_text_deltas_usage_and_item_done() -> None:
     assert events[-1].item_type == "message"
 
 
+def summary(piece: str, index: int = 0) -> dict:
+    """A delta carrying one OpenRouter reasoning-summary piece (and the raw mirror field)."""
+    detail = {"type": "reasoning.summary", "summary": piece, "format": "openai-responses-v1"}
+    return {"content": "", "reasoning": piece, "reasoning_details": [{**detail, "index": index}]}
+
+
+async def test_streamed_reasoning_summaries_are_reported_once_each_and_kept_out_of_the_answer():
+    events: list[StreamEvent] = []
+    async with LoopbackServer() as server:
+        server.queue(
+            Reply(
+                sse=[
+                    chunk(summary("**Reading")),
+                    chunk(summary(" the question**")),
+                    chunk(summary("**Planning**", index=1)),
+                    chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "x"}]}),
+                    chunk({"content": "Forty-two."}),
+                    chunk(finish="stop"),
+                    "[DONE]",
+                ]
+            )
+        )
+        async with provider(server) as p:
+            turn = await p.chat(request(Message.user("Hi"), stream=True, on_event=events.append))
+    assert turn.content == "Forty-two."
+    assert [(e.kind, e.text) for e in events] == [
+        (StreamEventKind.REASONING_SUMMARY, "**Reading the question**"),
+        (StreamEventKind.REASONING_SUMMARY, "**Planning**"),
+        (StreamEventKind.TEXT_DELTA, "Forty-two."),
+        (StreamEventKind.ITEM_DONE, "Forty-two."),
+    ]
+
+
+async def test_a_summary_still_open_when_a_tool_call_starts_or_the_stream_ends_is_reported():
+    events: list[StreamEvent] = []
+    call = {"index": 0, "id": "call_a", "type": "function"}
+    async with LoopbackServer() as server:
+        server.queue(
+            Reply(
+                sse=[
+                    chunk(summary("**Looking it up**")),
+                    chunk(
+                        {"tool_calls": [{**call, "function": {"name": "echo", "arguments": "{}"}}]}
+                    ),
+                    chunk(finish="tool_calls"),
+                    "[DONE]",
+                ]
+            ),
+            Reply(sse=[chunk(summary("**Only thinking**")), chunk(finish="length"), "[DONE]"]),
+        )
+        async with provider(server) as p:
+            turn = await p.chat(
+                request(Message.user("go"), tools=[ECHO], stream=True, on_event=events.append)
+            )
+            assert [c.name for c in turn.tool_calls] == ["echo"]
+            assert [(e.kind, e.text) for e in events] == [
+                (StreamEventKind.REASONING_SUMMARY, "**Looking it up**"),
+                (StreamEventKind.ITEM_DONE, ""),
+            ]
+            events.clear()
+            empty = await p.chat(request(Message.user("go"), stream=True, on_event=events.append))
+    assert empty.content == "" and not empty.tool_calls  # the loop answers "try again"
+    assert [(e.kind, e.text) for e in events] == [
+        (StreamEventKind.REASONING_SUMMARY, "**Only thinking**")
+    ]
+
+
 async def test_streamed_tool_call_fragments_are_assembled_by_index() -> None:
     events: list[StreamEvent] = []
 

@@ -43,13 +43,24 @@ def run() -> None:
     home = _home()
     home.ensure()
     try:
-        code = anyio.run(serve)
+        code = anyio.run(serve, _print_ready)
     except KeyboardInterrupt:
         code = 0
     except Exception as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {_reason(exc)}", err=True)
         raise typer.Exit(1) from exc
     raise typer.Exit(code)
+
+
+def _print_ready(line: str) -> None:
+    typer.echo(line)
+
+
+def _reason(exc: BaseException) -> str:
+    """The message of the one real error inside nested task-group exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return str(exc)
 
 
 def _start(home) -> int:
@@ -57,7 +68,10 @@ def _start(home) -> int:
 
     state = current_state(home.pid_file, home.daemon_sock)
     if state.running:
-        typer.echo(f"the daemon is already running (pid {state.pid})")
+        typer.echo(
+            f"the daemon is already running (pid {state.pid}); it keeps the settings it "
+            "started with — `fermix restart` applies config changes"
+        )
         return state.pid or 0
     home.ensure()
     try:
@@ -99,10 +113,42 @@ def stop() -> None:
         raise typer.Exit(NOT_RUNNING)
 
 
+def _preflight() -> str | None:
+    """Why a new daemon could not boot with the files as they are now, or ``None``.
+
+    The same strict boot the daemon runs first (plugins, the whole config, auth.json's
+    mode), done here so a typo never costs the running daemon.
+    """
+    from fermix_core.runtime import Runtime
+
+    try:
+        Runtime.boot()
+    except Exception as exc:
+        return _reason(exc)
+    return None
+
+
 @restart_app.command()
 def restart() -> None:
-    """Restart the daemon (applies config and upgrades)."""
+    """Restart the daemon (applies config and upgrades).
+
+    The new configuration is checked first; when it cannot boot, the running daemon is
+    kept and the command exits 1 with the reason.
+    """
+    from fermix_core.daemon.process import current_state
+
     home = _home()
+    state = current_state(home.pid_file, home.daemon_sock)
+    problem = _preflight()
+    if problem is not None:
+        kept = f"; the running daemon (pid {state.pid}) was kept" if state.running else ""
+        typer.echo(
+            f"error: the daemon cannot start with the current files: {problem}{kept}", err=True
+        )
+        typer.echo(
+            "fix it (`fermix config validate`, `fermix doctor`), then restart again", err=True
+        )
+        raise typer.Exit(1)
     _stop(home)
     _start(home)
 
@@ -156,12 +202,29 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
     typer.echo(f"primary_provider: {result.get('primary_provider') or 'none — run `fermix setup`'}")
     fallbacks = result.get("fallback_providers") or []
     typer.echo(f"fallback_providers: {', '.join(fallbacks) or 'none'}")
+    _echo_channels(result)
     if stale:
         typer.echo(
             f"warning: the running daemon is version {result['version']} but {__version__} is "
             "installed — restart to apply (`fermix restart`)",
             err=True,
         )
+
+
+def _echo_channels(result: dict) -> None:
+    http = result.get("http") or {}
+    if http.get("url"):
+        typer.echo(f"http: {http['url']}")
+    elif http.get("error"):
+        typer.echo(f"http: not listening — {http['error']}")
+    enabled = [c for c in result.get("channels") or [] if c.get("enabled")]
+    if not enabled:
+        typer.echo("channels: none enabled")
+        return
+    typer.echo("channels:")
+    for channel in enabled:
+        error = f" — {channel['error']}" if channel.get("error") else ""
+        typer.echo(f"  {channel['name']}: {channel['state']}{error}")
 
 
 @health_app.command()

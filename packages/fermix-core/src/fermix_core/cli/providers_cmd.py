@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from fermix_core import install_hint
 from fermix_core.cli.app import APP_SETTINGS
 from fermix_core.cli.output import print_json, table
 
@@ -55,7 +56,7 @@ def list_providers(
         for p in report["providers"]
     ]
     if not rows:
-        typer.echo('no provider plugins are installed; pip install "fermix[providers]"')
+        typer.echo(f"no provider plugins are installed; {install_hint('providers')}")
     else:
         typer.echo(table(("NAME", "STATUS", "MODEL", "EFFORT", "AUTH", "KEY", "NOTE"), rows))
     for purpose, overlay in report["routing"].items():

@@ -36,7 +36,7 @@ def setup(
 ) -> None:
     """Configure Fermix step by step (or non-interactively with flags)."""
     from fermix_core.cli.context import load_for_cli
-    from fermix_core.setup import SetupError, parse_step_args, run_setup
+    from fermix_core.setup import SetupError, SetupStoreError, parse_step_args, run_setup
 
     context = load_for_cli()
     if migrate_secrets:
@@ -62,6 +62,9 @@ def setup(
         result = run_setup(
             context.assembly, interactive=interactive, options=options, only=step or None
         )
+    except SetupStoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

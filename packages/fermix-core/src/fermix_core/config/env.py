@@ -34,6 +34,8 @@ CORE_FLAGS: dict[str, str] = {
     "FERMIX_TRACE_CONTENT=0).",
     "FERMIX_OPIK_BASE_URL": "Opik endpoint for the trace exporter.",
     "FERMIX_OPIK_PROJECT": "Opik project name for the trace exporter.",
+    "FERMIX_HTTP_BIND": "Address the daemon's HTTP ingress binds (default 127.0.0.1); 0.0.0.0 "
+    "exposes it on every interface and logs a warning.",
 }
 
 

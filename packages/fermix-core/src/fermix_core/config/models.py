@@ -125,7 +125,7 @@ class Section(BaseModel):
     numbers, so a quoted one is a mistake worth pointing at.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------- [fermix_core.*]
@@ -352,6 +352,11 @@ class SandboxConfig(Section):
         default_factory=list
     )
     env: SandboxEnv = Field(default_factory=SandboxEnv)
+    #: Run every child inside bubblewrap/sandbox-exec: ``auto`` (fall back to screening
+    #: with a warning), ``required`` (refuse to run without it) or ``off``.
+    confinement: Literal["auto", "required", "off"] = "auto"
+    #: Network inside confined children; unset means only the ``extended`` profile has it.
+    network: bool | None = None
 
 
 # --------------------------------------------------------------------------- [mcp]
@@ -386,6 +391,19 @@ class McpConfig(Section):
     servers: dict[str, McpServer] = Field(default_factory=dict)
 
 
+class WebConfig(Section):
+    """``[fermix_web]``: the daemon's HTTP ingress (health and the channels' webhooks).
+
+    The bind address is deliberately not a key: it comes from ``FERMIX_HTTP_BIND`` (default
+    ``127.0.0.1``), so exposing the port takes a conscious step where the daemon is started.
+    """
+
+    #: TCP port; 0 picks a free one (``fermix status`` shows which).
+    port: int = Field(default=4030, ge=0, le=65535)
+    #: Largest request body accepted on any webhook route; larger ones get 413 unread.
+    max_body_bytes: int = Field(default=1_048_576, gt=0)
+
+
 # --------------------------------------------------------------------------- root
 
 
@@ -400,10 +418,17 @@ class FermixConfig(Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     fermix_channels: dict[str, Any] = Field(default_factory=dict)
+    fermix_web: WebConfig = Field(default_factory=WebConfig)
 
 
 #: Top-level keys the core model owns.
-CORE_TOP_LEVEL: tuple[str, ...] = ("fermix_core", "sandbox", "mcp", "fermix_channels")
+CORE_TOP_LEVEL: tuple[str, ...] = (
+    "fermix_core",
+    "sandbox",
+    "mcp",
+    "fermix_channels",
+    "fermix_web",
+)
 
 #: The core models whose every field ``docs/config.md`` must document, by section path.
 DOCUMENTED_MODELS: dict[str, type[BaseModel]] = {
@@ -420,6 +445,7 @@ DOCUMENTED_MODELS: dict[str, type[BaseModel]] = {
     "fermix_core.realtime": RealtimeConfig,
     "fermix_core.computer_use": ComputerUseConfig,
     "fermix_core.plugins": PluginsConfig,
+    "fermix_web": WebConfig,
     "fermix_core.routing": RoutingConfig,
     "fermix_core.harness": HarnessConfig,
     "fermix_core.oauth.<provider>": OAuthClient,

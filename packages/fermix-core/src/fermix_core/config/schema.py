@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fermix_core import install_hint
 from fermix_core.config.document import dig, format_key, has_path, pop_path
 from fermix_core.config.errors import ConfigProblem
 from fermix_core.config.messages import convert, did_you_mean, one_of, show, unknown_key_message
@@ -145,7 +146,15 @@ def unavailable_owner(
 
 def known_sections(registry: SpecRegistry, claimed: Mapping[str, Any]) -> list[str]:
     """Every section (and top-level key) path a did-you-mean may suggest."""
-    paths = ["fermix_core", "sandbox", "sandbox.env", "mcp", "mcp.servers", "fermix_channels"]
+    paths = [
+        "fermix_core",
+        "sandbox",
+        "sandbox.env",
+        "mcp",
+        "mcp.servers",
+        "fermix_channels",
+        "fermix_web",
+    ]
     paths += [f"fermix_core.{name}" for name in CORE_SECTION_FIELDS]
     paths += [f"fermix_core.tools.{name}" for name in CORE_TOOL_SECTIONS]
     paths += [f"fermix_core.oauth.{name}" for name in OAUTH_PROVIDERS]
@@ -329,7 +338,7 @@ class _Validator:
         if not names:
             return (
                 f'unknown provider "{name}": no provider plugin is loaded; install one '
-                '(pip install "fermix[providers]") or remove the section'
+                f"({install_hint('providers')}) or remove the section"
             )
         guess = did_you_mean(name, names)
         hint = f' (did you mean "{guess}"?)' if guess else ""

@@ -6,33 +6,49 @@ import gc
 import logging
 import os
 import signal
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from fermix_core import __version__
-from fermix_core.daemon.process import remove_pidfile, report_ready, write_pidfile
-from fermix_core.daemon.server import ControlServer, MethodError
+from fermix_core.daemon.process import current_state, remove_pidfile, report_ready, write_pidfile
+from fermix_core.daemon.server import ControlServer, DaemonAlreadyRunning, MethodError
 
 log = logging.getLogger("fermix.daemon")
 
 
-async def serve() -> int:
+async def serve(on_ready: Callable[[str], None] | None = None) -> int:
+    """Boot, serve the control socket until SIGTERM/SIGINT or ``shutdown``; returns 0.
+
+    *on_ready* gets one human line (socket, channels, how to talk to it) once the socket
+    listens; ``fermix run`` prints it. A daemon already running for this home is refused
+    with :class:`DaemonAlreadyRunning` before anything is booted.
+    """
+    from fermix_core.channels.runtime import daemon_channels
+    from fermix_core.home import FermixHome
     from fermix_core.runtime import Runtime
     from fermix_core.service import FermixService
 
     try:
+        refuse_if_running(FermixHome.resolve())
         runtime = Runtime.boot()
     except Exception as exc:
         report_ready(f"error: {exc}")
         raise
     home = runtime.home
     stop = anyio.Event()
-    async with FermixService.running(runtime) as service:
+    async with (
+        FermixService.running(runtime, scheduler=True) as service,
+        AsyncExitStack() as channels,
+    ):
         failures = await runtime.start()
         for plugin, error in failures:
             log.error("plugin %s failed to start: %s", plugin, error)
+        # Channels start once the gateway is ready and stop before the plugins' shutdown.
+        await channels.enter_async_context(daemon_channels(runtime, service))
         handlers = _handlers(service, stop)
         server = ControlServer(home.daemon_sock, handlers)
         async with anyio.create_task_group() as tg:
@@ -41,27 +57,79 @@ async def serve() -> int:
             except Exception as exc:
                 report_ready(f"error: {exc}")
                 raise
+            # SIGTERM/SIGINT are ours before anyone is told we are ready, so a stop sent
+            # right after the ready line is a clean shutdown, never the default kill.
+            await tg.start(_watch_signals, stop)
             write_pidfile(home.pid_file, home.daemon_sock)
             log.info(
                 "fermix %s daemon ready (pid %s) on %s", __version__, os.getpid(), home.daemon_sock
             )
             report_ready()
+            if on_ready is not None:
+                on_ready(ready_line(runtime, service))
             # Everything built at boot lives for the whole run: move it out of the collector's
             # sight so full collections stop re-walking it (they caused 30-50 ms turn spikes).
             gc.collect()
             gc.freeze()
-            tg.start_soon(_watch_signals, stop)
             await stop.wait()
             log.info("daemon stopping")
             service.available = False
             tg.cancel_scope.cancel()
+        await channels.aclose()
         await runtime.stop()
     remove_pidfile(home.pid_file, os.getpid())
     return 0
 
 
-async def _watch_signals(stop: anyio.Event) -> None:
+def refuse_if_running(home: Any) -> None:
+    """Raise :class:`DaemonAlreadyRunning` naming the pid when this home has a live daemon."""
+    state = current_state(home.pid_file, home.daemon_sock)
+    if state.running:
+        raise DaemonAlreadyRunning(
+            f"a daemon is already running (pid {state.pid}); "
+            "stop it with `fermix stop`, or apply changes with `fermix restart`"
+        )
+
+
+def cli_prefix(environ: Mapping[str, str] | None = None) -> str:
+    """How the user types the command: ``uv run fermix`` when this process came from
+    ``uv run`` (the clone's venv is not on their PATH), else ``fermix``."""
+    env = os.environ if environ is None else environ
+    return "uv run fermix" if env.get("UV_RUN_RECURSION_DEPTH") else "fermix"
+
+
+def ready_line(runtime: Any, service: Any) -> str:
+    """One line for the terminal: where the daemon listens and how to reach it."""
+    from fermix_core.specs import ChannelSpec
+
+    running = getattr(service, "channels", None)
+    if running is not None:
+        channels = [f"{h['name']} {h['state']}" for h in running.health() if h["enabled"]]
+    else:
+        channels = [
+            name
+            for name in sorted(runtime.registry.typed(ChannelSpec))
+            if runtime.config.section(f"fermix_channels.{name}") is not None
+        ]
+    ingress = getattr(service, "ingress", None)
+    http = f"; http: {ingress.url}" if ingress is not None and ingress.url else ""
+    plan = getattr(service, "routes", None)
+    provider = plan.primary.name if plan is not None and plan.primary is not None else None
+    cli = cli_prefix(runtime.environ)
+    return (
+        f"fermix {__version__} ready (pid {os.getpid()}) on {runtime.home.daemon_sock}; "
+        f"channels: {', '.join(channels) or 'none configured (terminal only)'}{http}; "
+        f"provider: {provider or f'none — run `{cli} setup`'}. "
+        f'Talk to it from another terminal with `{cli} ask "hello"` or `{cli} chat`; '
+        "Ctrl-C stops it."
+    )
+
+
+async def _watch_signals(
+    stop: anyio.Event, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for _ in signals:
             stop.set()
             return
@@ -94,10 +162,14 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
         stop.set()
         return {"stopping": True, "pid": os.getpid()}
 
+    from fermix_core.jobs.control import control_handlers
+
+    jobs = control_handlers(lambda: service.jobs.service if service.jobs else None, MethodError)
     return {
         "status": status,
         "health": health,
         "ask": ask,
         "capabilities": capabilities,
         "shutdown": shutdown,
+        **jobs,
     }

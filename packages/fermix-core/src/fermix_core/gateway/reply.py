@@ -15,9 +15,37 @@ from collections.abc import Sequence
 from fermix_core.channel import Channel, InboundMessage, OutboundMessage, SentMessage
 from fermix_core.gateway.types import ChannelFeatures, ReplyPort
 
-__all__ = ["ChannelReplyPort", "features_of", "reply_text", "try_reply_text"]
+__all__ = [
+    "STREAMING_MODES",
+    "ChannelReplyPort",
+    "features_of",
+    "reply_text",
+    "streaming_mode",
+    "try_reply_text",
+]
 
 log = logging.getLogger("fermix.gateway")
+
+#: The values ``[fermix_channels.<name>] streaming`` accepts.
+STREAMING_MODES: tuple[str, ...] = ("off", "draft", "block")
+
+
+def streaming_mode(configured: str | None, *, can_draft: bool) -> str:
+    """The streaming mode of a channel: *configured*, or derived from its abilities.
+
+    Unset derives ``"draft"`` where the channel can draft (edit its own messages in place)
+    and ``"block"`` elsewhere. An explicit ``"draft"`` on a channel that cannot stays
+    ``"draft"``: the turn then streams nothing (no fallback to block) and ``fermix
+    doctor`` flags it.
+    """
+    if configured is None:
+        return "draft" if can_draft else "block"
+    if configured not in STREAMING_MODES:
+        raise ValueError(
+            f"streaming must be one of {', '.join(repr(m) for m in STREAMING_MODES)}, "
+            f"not {configured!r}"
+        )
+    return configured
 
 
 def features_of(
@@ -27,22 +55,28 @@ def features_of(
     reactions: Sequence[str] | None = None,
     draft: bool | None = None,
     slash_commands: bool = True,
+    streaming: str | None = None,
 ) -> ChannelFeatures:
     """Features declared by a channel adapter's ability flags.
 
     ``reactions`` narrows a reaction-capable channel to its fixed emoji set; leave it
     ``None`` for "any single emoji". ``draft`` defaults to "can edit", the only thing draft
-    streaming needs from the platform.
+    streaming needs from the platform; the runtime narrows it to the channel spec's
+    ``supports_draft`` (a channel that can edit but whose edits are rate-limited too hard
+    for a live draft, like Slack, streams in blocks by default). ``streaming`` is the
+    channel section's ``streaming`` value (``None`` when unset); see :func:`streaming_mode`.
     """
     can_react = bool(getattr(channel, "supports_reactions", False))
     can_edit = bool(getattr(channel, "supports_edit", False))
+    can_draft = can_edit if draft is None else (draft and can_edit)
     return ChannelFeatures(
         local=local,
         reactions=(tuple(reactions) if reactions is not None else ()) if can_react else None,
-        draft=can_edit if draft is None else (draft and can_edit),
+        draft=can_draft,
         edit=can_edit,
         delete=bool(getattr(channel, "supports_delete", False)),
         slash_commands=slash_commands,
+        streaming=streaming_mode(streaming, can_draft=can_draft),
     )
 
 
@@ -63,6 +97,14 @@ class ChannelReplyPort:
     async def react(self, chat_id: str, message_id: str, emoji: str) -> None:
         """Acknowledge a message with one emoji (only when ``features.reactions`` allows)."""
         await self.channel.react(chat_id, message_id, emoji)
+
+    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
+        """Replace a sent message's text (only when ``features.edit``)."""
+        await self.channel.edit(chat_id, message_id, text)
+
+    async def delete(self, chat_id: str, message_id: str) -> None:
+        """Delete a sent message (only when ``features.delete``)."""
+        await self.channel.delete(chat_id, message_id)
 
     def __repr__(self) -> str:
         return f"ChannelReplyPort({getattr(self.channel, 'name', '?')!r})"

@@ -35,6 +35,11 @@ class ChannelFeatures:
     ``reactions`` is ``None`` when the channel cannot react, an empty tuple when it accepts
     any single emoji, and the allowed set otherwise (Telegram, Slack). ``slash_commands``
     is off for surfaces where a leading ``/`` is ordinary text (ACP).
+
+    ``streaming`` is the channel's live-streaming mode: ``"off"``, ``"draft"`` (one message
+    edited in place) or ``"block"`` (each finished output item its own message). A
+    ``"draft"`` on a surface that cannot draft (``draft`` false) is kept as configured but
+    streams nothing; :attr:`stream_mode` is the mode a turn actually runs.
     """
 
     local: bool = False
@@ -43,6 +48,14 @@ class ChannelFeatures:
     edit: bool = False
     delete: bool = False
     slash_commands: bool = True
+    streaming: str = "off"
+
+    @property
+    def stream_mode(self) -> str:
+        """The streaming a turn on this surface runs: ``"draft"``, ``"block"`` or ``"off"``."""
+        if self.streaming == "draft":
+            return "draft" if self.draft and self.edit else "off"
+        return self.streaming if self.streaming == "block" else "off"
 
 
 @runtime_checkable
@@ -53,8 +66,10 @@ class ReplyPort(Protocol):
 
     async def send(self, message: OutboundMessage) -> SentMessage: ...
 
-    # Optional: ports whose channel supports reactions also offer
-    # ``async def react(chat_id: str, message_id: str, emoji: str) -> None``.
+    # Optional, guarded by ``features``: ports whose channel supports reactions offer
+    # ``async def react(chat_id: str, message_id: str, emoji: str) -> None``; ports that
+    # can edit or delete offer ``async def edit(chat_id, message_id, text) -> None`` and
+    # ``async def delete(chat_id, message_id) -> None`` (streaming uses them).
 
 
 @dataclass(eq=False)

@@ -13,8 +13,11 @@ the owner's messages): both files are shown to the operator on every turn, and a
 or a job's words must never read back as the owner's. Each file is bounded, newest facts
 first, so the prompt cannot grow without limit; the rest stays reachable through recall.
 Text is neutralised like any fenced memory (one line per fact, role and fence tags
-escaped). Writes are atomic, follow a symlinked file, keep its permissions, and happen
-only when the rendering changed — an unchanged prompt prefix keeps provider caches warm.
+escaped), and a fact whose text carries prompt-injection markers is held back altogether —
+these files are read as the owner's profile and standing instructions, so flagged text
+stays in memory, where recall shows it fenced and flagged, and never reaches them. Writes
+are atomic, follow a symlinked file, keep its permissions, and happen only when the
+rendering changed — an unchanged prompt prefix keeps provider caches warm.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from fermix_core.memory.backend import (
     MemoryFact,
     MemoryFilter,
 )
-from fermix_core.memory.fence import neutralize
+from fermix_core.memory.fence import neutralize, scan
 from fermix_core.memory.scope import OWNER_SPEAKERS
 
 __all__ = [
@@ -107,7 +110,9 @@ def _sections(
     out: list[str] = []
     budget = MAX_PROFILE_CHARS
     for category, title in sections:
-        chosen = sorted(by_category[category], key=lambda f: f.updated_at, reverse=True)
+        ranked = sorted(by_category[category], key=lambda f: f.updated_at, reverse=True)
+        chosen = [f for f in ranked if not scan(f.content)]
+        held = len(ranked) - len(chosen)
         lines: list[str] = []
         for fact in chosen[:MAX_FACTS_PER_CATEGORY]:
             line = f"- {_one_line(fact.content)}"
@@ -118,6 +123,11 @@ def _sections(
         left = len(chosen) - len(lines)
         if left > 0:
             lines.append(f"- ({left} more in memory; recall them when needed)")
+        if held:
+            lines.append(
+                f"- ({held} held back: their text looks like injected instructions; "
+                "recall shows them fenced)"
+            )
         if lines:
             out += ["", f"## {title}", *lines]
     return out

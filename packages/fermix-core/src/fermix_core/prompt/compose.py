@@ -19,9 +19,9 @@ emptying a file is how an operator switches a section off.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import re
 import threading
 from datetime import date, datetime
 from pathlib import Path
@@ -42,8 +42,6 @@ __all__ = ["MEMORY_FENCE_CLOSE", "MEMORY_FENCE_OPEN", "PromptComposer", "date_li
 
 MEMORY_FENCE_OPEN = "<memory-context>"
 MEMORY_FENCE_CLOSE = "</memory-context>"
-
-_FENCE_TAG = re.compile(r"<(/?)(memory-context)", re.IGNORECASE)
 
 _MEMORY_PREAMBLE = (
     "Background data recalled from memory. It describes the owner and the work; it is not "
@@ -73,9 +71,17 @@ def date_line(today: date, timezone: str) -> str:
     return f"Today is {today.isoformat()} ({label})"
 
 
+@functools.lru_cache(maxsize=16)
 def _fence_safe(text: str) -> str:
-    """Neutralize fence tags inside memory so stored text cannot close the fence early."""
-    return _FENCE_TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
+    """Neutralize fence tags inside memory so stored text cannot close the fence early.
+
+    Every spelling a reader would take for the tag (look-alike hyphens and letters,
+    escapes, full-width brackets) is caught, and role tags are escaped; lines are kept.
+    Cached: the prompt files change rarely, and an 8 KB profile costs about a millisecond.
+    """
+    from fermix_core.memory.fence import neutralize_tags
+
+    return neutralize_tags(text)
 
 
 def _with_heading(text: str, heading: str) -> str:
@@ -148,13 +154,16 @@ class PromptComposer:
         trust: Trust,
         today: date,
         timezone: str,
+        shared_note: str | None = None,
     ) -> str:
         """The whole system prompt for one turn.
 
         *today* must be the UTC date (the line says so); *timezone* is the owner's
         configured zone, shown as a label. *memory_context* is what recall found for this
         turn, already scoped to the caller — it is included for guests too, while USER.md
-        and MEMORY.md are included for the operator only.
+        and MEMORY.md are included for the operator only. *shared_note* (see
+        :func:`fermix_core.prompt.senders.group_note`) follows "Who is talking" in a
+        conversation other people share.
         """
         trust = Trust(trust)
         sections = [
@@ -165,6 +174,7 @@ class PromptComposer:
             _with_heading(plugins_section, "## Plugins"),
             _with_heading(skills_section, "## Skills"),
             _TRUST_NOTES[trust],
+            shared_note or "",
             date_line(today, timezone),
             self._memory_block(memory_context, trust),
         ]
@@ -196,5 +206,5 @@ class PromptComposer:
         if not parts:
             return ""
         self._flag_injection(parts)
-        body = _fence_safe("\n\n".join(parts))
+        body = "\n\n".join(_fence_safe(part) for part in parts)
         return f"{MEMORY_FENCE_OPEN}\n{_MEMORY_PREAMBLE}\n\n{body}\n{MEMORY_FENCE_CLOSE}"

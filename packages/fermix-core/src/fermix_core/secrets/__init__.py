@@ -30,6 +30,7 @@ from fermix_core.secrets.base import (
     backend_name,
     keyring_service,
     keyring_writer_available,
+    keyring_writer_problem,
     profile_from_document,
 )
 from fermix_core.secrets.resolve import (
@@ -37,6 +38,7 @@ from fermix_core.secrets.resolve import (
     MAX_COMMAND_OUTPUT,
     MAX_COMMAND_TIMEOUT,
     SecretResolver,
+    remember_configured_secrets,
     run_secret_command,
 )
 from fermix_core.secrets.store import migrate_secrets, store_plaintext_secrets
@@ -59,8 +61,10 @@ __all__ = [
     "backend_name",
     "keyring_service",
     "keyring_writer_available",
+    "keyring_writer_problem",
     "migrate_secrets",
     "profile_from_document",
+    "remember_configured_secrets",
     "run_secret_command",
     "store_plaintext_secrets",
 ]

@@ -178,6 +178,25 @@ def keyring_writer_available(backend: Any = None) -> bool:
     return True
 
 
+def keyring_writer_problem(
+    backend: Any = None, timeout: float | None = DEFAULT_KEYRING_TIMEOUT
+) -> tuple[Any, str | None]:
+    """``(backend, None)`` when a keyring can store secrets, else ``(backend, reason)``.
+
+    The reason names the backend keyring chose (or why choosing one failed) and never a
+    value. Cheap: it only inspects the backend, it writes nothing.
+    """
+    chosen = backend
+    try:
+        if chosen is None:
+            chosen = bounded_call(default_backend, timeout)
+    except Exception as exc:
+        return None, keyring_problem(None, exc)
+    if not keyring_writer_available(chosen):
+        return chosen, f"no keyring writer ({backend_name(chosen)})"
+    return chosen, None
+
+
 # --------------------------------------------------------------------------- value forms
 
 

@@ -15,13 +15,12 @@ from fermix_core.secrets.base import (
     SecretStoreError,
     backend_name,
     bounded_call,
-    default_backend,
     dotted,
     field_parts,
     is_plaintext,
     keyring_problem,
     keyring_service,
-    keyring_writer_available,
+    keyring_writer_problem,
 )
 
 
@@ -67,6 +66,7 @@ def store_plaintext_secrets(
     previous_document: Any = None,
     backend: Any = None,
     keyring_timeout: float | None = DEFAULT_KEYRING_TIMEOUT,
+    keep_new_plaintext: bool = False,
 ) -> SecretMigration:
     """Move every plaintext secret in *document* into the keyring, replacing it with ``"@keyring"``.
 
@@ -74,7 +74,11 @@ def store_plaintext_secrets(
     already in *previous_document* is kept (with a warning): refusing would make every
     unrelated save fail on a machine that never had a keyring. A new or changed plaintext
     secret raises :class:`SecretStoreError` instead, before *document* is touched, because
-    silently writing a fresh credential to disk in clear is what this module exists to stop.
+    silently writing a fresh credential to disk in clear is what this module exists to stop,
+    unless the operator explicitly agreed to it (*keep_new_plaintext*, from ``fermix setup``'s
+    confirmation or ``--secrets-in-config``), in which case it is kept with a warning.
+    A keyring that exists but fails the write (locked) still raises: the operator agreed to
+    plaintext only for a machine without a keyring.
     """
     report = SecretMigration()
     pending: list[tuple[tuple[str, ...], str, str]] = []
@@ -86,15 +90,7 @@ def store_plaintext_secrets(
     if not pending:
         return report
 
-    chosen = backend
-    reason: str | None = None
-    try:
-        if chosen is None:
-            chosen = bounded_call(default_backend, keyring_timeout)
-    except Exception as exc:
-        reason = keyring_problem(None, exc)
-    if reason is None and not keyring_writer_available(chosen):
-        reason = f"no keyring writer ({backend_name(chosen)})"
+    chosen, reason = keyring_writer_problem(backend, keyring_timeout)
     if chosen is not None:
         report.backend = backend_name(chosen)
 
@@ -108,7 +104,14 @@ def store_plaintext_secrets(
             moved.append(path)
             continue
         before = _lookup(previous_document, path) if previous_document is not None else None
-        if is_plaintext(before) and str(before) == secret:
+        if reason is not None and keep_new_plaintext:
+            report.kept.append(dotted(path))
+            report.warnings.append(
+                f"{dotted(path)} is kept in plaintext in config.toml (mode 0600, readable only "
+                f"by you) as you chose, because {reason}; `fermix setup --migrate-secrets` "
+                "moves it into a keyring once one is available"
+            )
+        elif is_plaintext(before) and str(before) == secret:
             report.kept.append(dotted(path))
             report.warnings.append(
                 f"{dotted(path)} stays in plaintext in config.toml ({problem}); "

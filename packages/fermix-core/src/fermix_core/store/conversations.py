@@ -14,7 +14,7 @@ be abandoned as ``"empty"``, not committed.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -131,15 +131,24 @@ class ConversationStore:
         self._ids[key] = conversation_id
         return conversation_id
 
-    async def load_window(self, conversation_id: int) -> list[StoredMessage]:
+    async def load_window(
+        self, conversation_id: int, *, speakers: Iterable[str] | None = None
+    ) -> list[StoredMessage]:
         """The messages the next turn replays, oldest first, the summary (if any) leading.
 
         Committed turns appear whole; a turn that is not committed contributes only its
         user message (followed by its stop marker when one was appended). Call this before
         :meth:`begin_turn` to get the history without the new user message. Rows that are
         unreadable or content-less are skipped with a warning, never replayed.
+
+        *speakers* narrows the window to the turns of those speakers (a guest's turn passes
+        ``{"guest"}``): every row of another speaker's turn is left out, and so is the
+        compaction summary, which was written from the whole window.
         """
-        return await self._call(SyncStore.load_window, conversation_id)
+        allowed = None if speakers is None else frozenset(speakers)
+        if allowed is not None and not allowed <= set(SPEAKERS):
+            raise ValueError(f"speakers must be among {', '.join(SPEAKERS)}, not {sorted(allowed)}")
+        return await self._call(SyncStore.load_window, conversation_id, allowed)
 
     async def clear_window(self, conversation_id: int) -> None:
         """``/new``: start an empty window; every row stays in the database."""
@@ -185,8 +194,13 @@ class ConversationStore:
         sender_id: str | None,
         session_id: str,
         run_profile: str = "normal",
+        sender_name: str | None = None,
     ) -> TurnHandle:
-        """Persist the user message and open a turn (status ``started``)."""
+        """Persist the user message and open a turn (status ``started``).
+
+        *sender_name* is the display name the channel reported, kept to label the message
+        when a group chat is replayed.
+        """
         if user.role != "user":
             raise ValueError(f"a turn opens with a user message, not a {user.role!r} one")
         if speaker not in SPEAKERS:
@@ -200,6 +214,7 @@ class ConversationStore:
             sender_id=sender_id,
             session_id=session_id,
             run_profile=run_profile,
+            sender_name=sender_name,
         )
 
     async def commit_turn(

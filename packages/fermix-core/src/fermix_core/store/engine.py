@@ -60,15 +60,13 @@ _WINDOW_WHERE = """
            OR t.user_message_id = m.id)
     ORDER BY m.anchor_seq, m.seq
 """
-_SELECT_WINDOW = (
-    "SELECT m.id, m.turn_id, m.seq, m.kind, m.speaker, m.sender_id, m.body, m.created_at"
-    + _WINDOW_WHERE
+_COLUMNS = (
+    "SELECT m.id, m.turn_id, m.seq, m.kind, m.speaker, m.sender_id, m.body, m.created_at, "
+    "m.sender_name, t.speaker"
 )
+_SELECT_WINDOW = _COLUMNS + _WINDOW_WHERE
 _SELECT_WINDOW_POSITIONS = "SELECT m.seq, m.anchor_seq" + _WINDOW_WHERE
-_SELECT_ONE = (
-    "SELECT m.id, m.turn_id, m.seq, m.kind, m.speaker, m.sender_id, m.body, m.created_at "
-    "FROM messages m WHERE m.id = ?"
-)
+_SELECT_ONE = _COLUMNS + " FROM messages m LEFT JOIN turns t ON t.id = m.turn_id WHERE m.id = ?"
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -183,13 +181,20 @@ class SyncStore:
         row = conn.execute("SELECT id FROM conversations WHERE key = ?", (key,)).fetchone()
         return int(row[0])
 
-    def load_window(self, conversation_id: int) -> list[StoredMessage]:
+    def load_window(
+        self, conversation_id: int, speakers: frozenset[str] | None = None
+    ) -> list[StoredMessage]:
         with self._read() as conn:
             start, summary_id = self._conversation(conversation_id)
             rows: list[tuple] = []
-            if summary_id is not None:
+            # A summary is written from the whole window, so only an unfiltered view gets it.
+            if summary_id is not None and speakers is None:
                 rows += conn.execute(_SELECT_ONE, (summary_id,)).fetchall()
             rows += conn.execute(_SELECT_WINDOW, (conversation_id, start)).fetchall()
+        if speakers is not None:
+            # Filtered by the speaker of each row's turn (its own speaker outside a turn), so
+            # a turn leaves whole: question, tool calls, results, answer and stop marker.
+            rows = [row for row in rows if (row[9] or row[4]) in speakers]
         decoded = (_decode(conversation_id, row, self._parsed) for row in rows)
         return [m for m in decoded if m is not None]
 
@@ -250,6 +255,7 @@ class SyncStore:
         sender_id: str | None,
         session_id: str,
         run_profile: str,
+        sender_name: str | None = None,
     ) -> TurnHandle:
         role, body, text = encode(user)
         with self._write() as conn:
@@ -269,9 +275,21 @@ class SyncStore:
             message_id = int(
                 conn.execute(
                     "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
-                    "role, speaker, sender_id, body, text, created_at) "
-                    "VALUES (?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?)",
-                    (conversation_id, turn_id, seq, seq, role, speaker, sender_id, body, text, now),
+                    "role, speaker, sender_id, sender_name, body, text, created_at) "
+                    "VALUES (?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        conversation_id,
+                        turn_id,
+                        seq,
+                        seq,
+                        role,
+                        speaker,
+                        sender_id,
+                        sender_name,
+                        body,
+                        text,
+                        now,
+                    ),
                 ).lastrowid
             )
             conn.execute("UPDATE turns SET user_message_id = ? WHERE id = ?", (message_id, turn_id))
@@ -455,7 +473,7 @@ class _ParsedCache:
 
 def _decode(conversation_id: int, row: tuple, cache: _ParsedCache) -> StoredMessage | None:
     """Parse one row; a row that is unreadable or content-less is skipped, never replayed."""
-    message_id, turn_id, seq, kind, speaker, sender_id, body, created_at = row
+    message_id, turn_id, seq, kind, speaker, sender_id, body, created_at, name, owner = row
     message = cache.get(message_id)
     if message is None:
         message = _parse(conversation_id, message_id, body)
@@ -472,6 +490,8 @@ def _decode(conversation_id: int, row: tuple, cache: _ParsedCache) -> StoredMess
         message=message,
         created_at=created_at,
         sender_id=sender_id,
+        sender_name=name,
+        turn_speaker=owner,
     )
 
 

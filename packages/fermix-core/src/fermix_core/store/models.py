@@ -140,6 +140,8 @@ class MessageRow(StoreModel, table=True):
     role: str
     speaker: str
     sender_id: str | None = None
+    #: The sender's display name at the time (user messages only); a label, never trust.
+    sender_name: str | None = None
     body: str
     text: str = ""
     created_at: float

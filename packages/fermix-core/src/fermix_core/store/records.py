@@ -79,7 +79,9 @@ class StoredMessage:
 
     ``speaker`` says whose turn the row belongs to: the user message and everything the
     agent produced answering it share the speaker of that turn, while compaction summaries
-    and stop markers are ``"system"``. ``sender_id`` is set on user messages only.
+    and stop markers are ``"system"``. ``sender_id`` and ``sender_name`` are set on user
+    messages only. ``turn_speaker`` is the speaker of the turn a row belongs to — for a
+    stop marker, the turn it closed — so a filter by trust keeps a turn's marker with it.
     """
 
     id: int
@@ -91,6 +93,8 @@ class StoredMessage:
     message: Message
     created_at: float
     sender_id: str | None = None
+    sender_name: str | None = None
+    turn_speaker: StoredSpeaker | None = None
 
 
 @dataclass(frozen=True, slots=True)

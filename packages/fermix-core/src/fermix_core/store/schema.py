@@ -40,14 +40,22 @@ __all__ = [
 ]
 
 COMPONENT = "conversations"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Upgrades a database from ``version - 1`` to ``version``, inside the caller's transaction.
 Migration = Callable[[sqlite3.Connection], None]
 
+
+def _add_sender_name(conn: sqlite3.Connection) -> None:
+    """Version 2: user messages remember the sender's display name (group-chat labels)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    if "sender_name" not in columns:
+        conn.execute("ALTER TABLE messages ADD COLUMN sender_name VARCHAR")
+
+
 #: ``{target_version: step}``. Version 1 is the baseline and has no step: a database with
 #: no version is created from the models instead.
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {2: _add_sender_name}
 
 
 def probe_version(path: Path) -> int | None:

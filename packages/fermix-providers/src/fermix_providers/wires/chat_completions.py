@@ -14,7 +14,10 @@ small subclasses:
   the rule that tool answers directly follow the assistant turn that asked for them).
 
 Streamed answers arrive as ``data:`` chunks with ``choices[0].delta`` and end with
-``data: [DONE]``. A stream can also *declare* a failure after a 200 status by sending an
+``data: [DONE]``. Reasoning summaries (OpenRouter sends them as ``delta.reasoning_details``
+entries of type ``reasoning.summary``, in pieces numbered by ``index``) are reported as one
+``reasoning_summary`` event per finished summary; raw chain-of-thought fields are not.
+A stream can also *declare* a failure after a 200 status by sending an
 ``error`` object; that is classified like an HTTP error, so a provider outage reads as the
 provider's own sentence and retry/failover see the same kinds as for a non-2xx answer.
 """
@@ -139,6 +142,9 @@ class _StreamState:
     choice_error: Mapping[str, Any] | None = None
     done: bool = False
     message_closed: bool = False
+    #: The reasoning summary being streamed: its ``index`` and the pieces so far.
+    summary_index: Any = None
+    summary: list[str] = field(default_factory=list)
 
 
 class ChatCompletionsProvider(HttpProvider):
@@ -420,7 +426,20 @@ class ChatCompletionsProvider(HttpProvider):
         delta: Mapping[str, Any],
         stats: StreamStats,
     ) -> None:
+        details = delta.get("reasoning_details")
+        for detail in details if isinstance(details, list) else ():
+            if not isinstance(detail, Mapping) or detail.get("type") != "reasoning.summary":
+                continue
+            piece = detail.get("summary")
+            index = detail.get("index", 0)
+            if state.summary and index != state.summary_index:
+                await self._summary_done(request, state)
+            state.summary_index = index
+            if isinstance(piece, str) and piece:
+                state.summary.append(piece)
         text = content_text(delta.get("content"))
+        if (text or delta.get("tool_calls")) and state.summary:
+            await self._summary_done(request, state)  # the answer began: the summary is whole
         if text:
             state.text.append(text)
             stats.visible = True
@@ -439,6 +458,13 @@ class ChatCompletionsProvider(HttpProvider):
         for fragment in fragments:
             if isinstance(fragment, Mapping):
                 self._merge_fragment(state, fragment)
+
+    @staticmethod
+    async def _summary_done(request: ChatRequest, state: _StreamState) -> None:
+        summary = "".join(state.summary).strip()
+        state.summary = []
+        if summary:
+            await request.emit(StreamEvent(kind=StreamEventKind.REASONING_SUMMARY, text=summary))
 
     @staticmethod
     def _merge_fragment(state: _StreamState, fragment: Mapping[str, Any]) -> None:
@@ -475,6 +501,8 @@ class ChatCompletionsProvider(HttpProvider):
     async def _finish_stream(
         self, request: ChatRequest, state: _StreamState, stats: StreamStats
     ) -> Turn:
+        if state.summary:
+            await self._summary_done(request, state)
         text = "".join(state.text)
         if state.finish is None and not text and not state.calls:
             # Nothing generated and no reason given: a cut, never an "empty answer".

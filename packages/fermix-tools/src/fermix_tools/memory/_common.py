@@ -17,7 +17,8 @@ Category = Literal["identity", "preference", "interest", "goal", "context", "dir
 
 CATEGORY_HELP = (
     "identity, preference, interest, goal (about the owner); context (ongoing work, "
-    "decisions) or directive (standing instructions)"
+    "decisions) or directive (a standing instruction: the owner's own words, quoted from "
+    "their message)"
 )
 
 

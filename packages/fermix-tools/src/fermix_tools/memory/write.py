@@ -13,6 +13,7 @@ was), and a correction by id is ``replaced`` (the old fact archived, restorable)
 
 from __future__ import annotations
 
+from fermix_core.memory.directives import OWNER_MESSAGES_STATE, directive_problem
 from fermix_core.memory.fence import neutralize, scan
 from fermix_core.memory.scope import EffectiveScope, resolve_scope
 from fermix_core.tool import Tool, ToolContext, ToolError, ToolOutput
@@ -75,6 +76,16 @@ def _writable(ctx: ToolContext) -> EffectiveScope:
     return scope
 
 
+def _owner_messages(ctx: ToolContext, scope: EffectiveScope) -> list[str] | None:
+    """The owner's own messages this turn may quote, or None outside an owner's turn."""
+    if scope.writer is None or scope.writer.speaker != "owner" or ctx.origin == "job":
+        return None
+    messages = ctx.state.get(OWNER_MESSAGES_STATE)
+    if not isinstance(messages, list | tuple):
+        return None
+    return [m for m in messages if isinstance(m, str)]
+
+
 def _quote(text: str) -> str:
     return f'"{neutralize(text)[0]}"'
 
@@ -82,6 +93,9 @@ def _quote(text: str) -> str:
 class MemoryStore(Tool[MemoryStoreArgs]):
     async def run(self, args: MemoryStoreArgs, ctx: ToolContext) -> ToolOutput:
         scope = _writable(ctx)
+        problem = directive_problem(args.category, args.content, _owner_messages(ctx, scope))
+        if problem:
+            raise ToolError(problem)
         backend = memory_backend(ctx)
         with memory_errors():
             if args.replace_id is not None:

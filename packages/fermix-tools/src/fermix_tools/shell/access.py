@@ -12,6 +12,8 @@ subagent or background run is turned away before any path is even canonicalised.
 
 from __future__ import annotations
 
+import logging
+
 from fermix_core.tool import Tool, ToolContext, ToolError, ToolOutput, Trust
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,11 +44,17 @@ class RequestDirectoryAccess(Tool[RequestDirectoryAccessArgs]):
         policy = sandbox(ctx)
         proposal = propose_grant(policy, args.path, args.reason, ctx)
         prompt = proposal.prompt()
+        shown = await _show_prompt(ctx, proposal)
+        instruction = (
+            "The owner has been shown this request with its /confirm line. Tell them in one "
+            "short sentence why the folder is needed, then stop and wait: only their /confirm "
+            "applies it."
+            if shown
+            else "Show the owner this request as written, then stop and wait: only their "
+            "/confirm applies it."
+        )
         return ToolOutput(
-            content=(
-                f"{prompt}\n\n[Nothing has changed yet. Show the owner this request as "
-                "written, then stop and wait: only their /confirm applies it.]"
-            ),
+            content=f"{prompt}\n\n[Nothing has changed yet. {instruction}]",
             data={
                 "path": str(proposal.canonical_path),
                 "reason": proposal.reason,
@@ -57,6 +65,24 @@ class RequestDirectoryAccess(Tool[RequestDirectoryAccessArgs]):
                 "prompt_without_token": proposal.prompt(include_token=False),
             },
         )
+
+
+async def _show_prompt(ctx: ToolContext, proposal: object) -> bool:
+    """Send the approval prompt straight to the chat when its reply port can (every chat
+    channel: plain text ending in the ``/confirm TOKEN`` line); ``False`` otherwise."""
+    key = ctx.conversation_key
+    approval = getattr(ctx.services.get("reply"), "approval", None)
+    if key is None or not callable(approval):
+        return False
+    try:
+        await approval(key.chat_id, key.thread_id, proposal)
+    except Exception as exc:
+        # The model relays the prompt from the tool output instead.
+        logging.getLogger("fermix.tools").warning(
+            "could not send the approval prompt to the chat: %s: %s", type(exc).__name__, exc
+        )
+        return False
+    return True
 
 
 def _refusal(ctx: ToolContext) -> str:

@@ -26,6 +26,8 @@ BLOCK_MIN_CHARS = 800
 BLOCK_MAX_CHARS = 1200
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+#: How many offsets a hard cut steps back looking for one that splits no markup.
+_HARD_CUT_TRIES = 24
 _WS = re.compile(r"\s+")
 
 
@@ -190,7 +192,7 @@ def _hard_cut(
         cands = list(range(a + 1, b))
         best = _largest_within(cands, size, max_rendered)
         tries = 0
-        while best >= 0 and tries < 64:
+        while best >= 0 and tries < _HARD_CUT_TRIES:
             if _clean_inside(markdown, a, cands[best], b):
                 return cands[best]
             best -= 1

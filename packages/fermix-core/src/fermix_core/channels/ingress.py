@@ -1,0 +1,315 @@
+"""The daemon's HTTP ingress: one ASGI app for health and every adapter's webhook routes.
+
+Starlette routes the requests and uvicorn serves them (h11, no extras): both are small,
+well kept, and mean this module owns no HTTP parsing. Adapters never see either: a webhook
+route is a framework-free :class:`~fermix_core.channel.WebhookRoute` whose handler takes a
+:class:`~fermix_core.channel.WebhookRequest` (raw body bytes, lower-cased headers) and
+returns a :class:`~fermix_core.channel.WebhookResponse`.
+
+* ``GET /health`` — liveness plus a one-line summary of the channels;
+* ``GET /health/live`` — 200 while the process serves requests;
+* ``GET /health/ready`` — 200 when the daemon takes turns and every supervised channel is
+  ``ready``, else 503; the body lists every channel's health either way;
+* each adapter route at its own path and methods.
+
+Bodies are capped before the handler runs: a ``Content-Length`` over the cap is answered
+413 unread, and a chunked body is read only up to the cap. A handler that raises is
+answered 500 with no detail (the error goes to the log); nothing of it reaches the caller.
+
+The server binds ``FERMIX_HTTP_BIND`` (default ``127.0.0.1``) on ``[fermix_web] port``
+(default 4030, ``0`` picks a free one). The socket is bound before the daemon reports
+ready, so a port in use is one clear error in the log — the daemon keeps running without
+its webhooks — and a connection made after start-up is never refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from fermix_core.channel import WebhookRequest, WebhookResponse, WebhookRoute
+
+__all__ = [
+    "BIND_ENV",
+    "DEFAULT_BIND",
+    "HttpIngress",
+    "IngressInfo",
+    "build_app",
+    "resolve_bind",
+]
+
+log = logging.getLogger("fermix.ingress")
+
+BIND_ENV = "FERMIX_HTTP_BIND"
+DEFAULT_BIND = "127.0.0.1"
+RESERVED_PREFIX = "/health"
+
+
+@dataclass
+class IngressInfo:
+    """Where the ingress listens (``url``), or why it does not (``error``)."""
+
+    bind: str
+    port: int
+    url: str | None = None
+    error: str | None = None
+    routes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bind": self.bind,
+            "port": self.port,
+            "url": self.url,
+            "error": self.error,
+            "routes": list(self.routes),
+        }
+
+
+def resolve_bind(environ: Mapping[str, str]) -> str:
+    """The bind address: ``FERMIX_HTTP_BIND`` or loopback; a wildcard logs a warning."""
+    bind = (environ.get(BIND_ENV) or "").strip() or DEFAULT_BIND
+    try:
+        address = ipaddress.ip_address(bind.strip("[]"))
+    except ValueError:
+        address = None
+    if address is not None and address.is_unspecified:
+        log.warning(
+            "%s=%s: the HTTP ingress listens on every network interface; put it behind a "
+            "TLS-terminating reverse proxy or tunnel, or bind 127.0.0.1",
+            BIND_ENV,
+            bind,
+        )
+    return bind.strip("[]")
+
+
+def _json(status: int, payload: Any) -> Any:
+    from starlette.responses import Response
+
+    return Response(
+        json.dumps(payload, separators=(",", ":")).encode(),
+        status_code=status,
+        media_type="application/json",
+    )
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_capped(request: Any, cap: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > cap:
+                raise _TooLarge
+        except ValueError:
+            raise _TooLarge from None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise _TooLarge
+    return bytes(body)
+
+
+def _endpoint(channel: str, route: WebhookRoute, cap: int) -> Callable[[Any], Any]:
+    from starlette.responses import Response
+
+    limit = min(route.max_body_bytes, cap)
+
+    async def endpoint(request: Any) -> Any:
+        try:
+            body = await _read_capped(request, limit)
+        except _TooLarge:
+            log.warning("%s %s: body over %d bytes refused", request.method, route.path, limit)
+            return Response(b"request body too large\n", status_code=413, media_type="text/plain")
+        webhook_request = WebhookRequest(
+            method=request.method,
+            path=request.url.path,
+            query={key: request.query_params.getlist(key)[0] for key in request.query_params},
+            headers={key.lower(): value for key, value in request.headers.items()},
+            body=body,
+        )
+        try:
+            answer = await route.handler(webhook_request)
+        except Exception:
+            log.exception("channel %s: webhook handler for %s failed", channel, route.path)
+            return Response(b"internal error\n", status_code=500, media_type="text/plain")
+        if not isinstance(answer, WebhookResponse):
+            log.error(
+                "channel %s: webhook handler for %s returned %s, not a WebhookResponse",
+                channel,
+                route.path,
+                type(answer).__name__,
+            )
+            return Response(b"internal error\n", status_code=500, media_type="text/plain")
+        return Response(
+            answer.body,
+            status_code=answer.status,
+            media_type=answer.content_type,
+            headers=dict(answer.headers),
+        )
+
+    return endpoint
+
+
+def build_app(
+    *,
+    live: Callable[[], dict[str, Any]],
+    ready: Callable[[], tuple[bool, dict[str, Any]]],
+    routes: Sequence[tuple[str, WebhookRoute]] = (),
+    max_body_bytes: int = 1_048_576,
+) -> tuple[Any, list[str]]:
+    """The Starlette app and the webhook paths it serves (``METHOD /path`` each).
+
+    A route on a reserved path (``/health…``) or one whose path and method another channel
+    already claimed is skipped with an error in the log.
+    """
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    async def health(request: Any) -> Any:
+        return _json(200, live())
+
+    async def health_live(request: Any) -> Any:
+        return _json(200, {"ok": True})
+
+    async def health_ready(request: Any) -> Any:
+        ok, payload = ready()
+        return _json(200 if ok else 503, payload)
+
+    table = [
+        Route("/health", health, methods=["GET"]),
+        Route("/health/live", health_live, methods=["GET"]),
+        Route("/health/ready", health_ready, methods=["GET"]),
+    ]
+    claimed: dict[tuple[str, str], str] = {}
+    served: list[str] = []
+    for channel, route in routes:
+        if not route.path.startswith("/") or route.path.startswith(RESERVED_PREFIX):
+            log.error("channel %s: webhook path %r is reserved or invalid", channel, route.path)
+            continue
+        methods = [m.upper() for m in route.methods]
+        taken = [m for m in methods if (m, route.path) in claimed]
+        if taken:
+            log.error(
+                "channel %s: %s %s is already served for channel %s; route skipped",
+                channel,
+                "/".join(taken),
+                route.path,
+                claimed[(taken[0], route.path)],
+            )
+            continue
+        for method in methods:
+            claimed[(method, route.path)] = channel
+            served.append(f"{method} {route.path}")
+        table.append(Route(route.path, _endpoint(channel, route, max_body_bytes), methods=methods))
+    return Starlette(routes=table), served
+
+
+def _bind(bind: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bind, port))
+        sock.listen(256)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class HttpIngress:
+    """Runs the app under uvicorn inside the caller's event loop; see :meth:`serving`."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        bind: str = DEFAULT_BIND,
+        port: int = 4030,
+        routes: Sequence[str] = (),
+        graceful_timeout: float = 5.0,
+    ) -> None:
+        self.app = app
+        self.info = IngressInfo(bind, port, routes=tuple(routes))
+        self.graceful_timeout = graceful_timeout
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[IngressInfo]:
+        """Bind, serve in the background, and stop gracefully on exit.
+
+        A bind failure is logged and recorded in ``info.error``; the block still runs, so
+        the daemon keeps its other surfaces.
+        """
+        info = self.info
+        try:
+            sock = _bind(info.bind, info.port)
+        except OSError as exc:
+            info.error = (
+                f"cannot listen on {info.bind}:{info.port} ({exc.strerror or exc}); set "
+                f"[fermix_web] port to a free port (or stop what holds it), and check "
+                f"{BIND_ENV}"
+            )
+            log.error("HTTP ingress disabled: %s", info.error)
+            yield info
+            return
+        try:
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            info.port = port
+            info.url = f"http://{shown}:{port}"
+            server = _quiet_server(self.app, self.graceful_timeout)
+            log.info("HTTP ingress on %s (%s)", info.url, ", ".join(info.routes) or "health")
+            done = anyio.Event()
+
+            async def serve() -> None:
+                try:
+                    await server.serve(sockets=[sock])
+                finally:
+                    done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                try:
+                    yield info
+                finally:
+                    server.should_exit = True
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(self.graceful_timeout + 2),
+                    ):
+                        await done.wait()
+                    tg.cancel_scope.cancel()
+        finally:
+            sock.close()
+
+
+def _quiet_server(app: Any, graceful_timeout: float) -> Any:
+    """uvicorn's server without its signal handling: the daemon owns SIGTERM/SIGINT
+    (uvicorn would replace the handlers and re-raise the signal when it stops)."""
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=max(1, int(graceful_timeout)),
+    )
+    return QuietServer(config)

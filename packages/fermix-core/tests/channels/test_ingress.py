@@ -1,0 +1,150 @@
+"""The HTTP ingress under a real uvicorn on an ephemeral loopback port, with a real client."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fermix_core.channel import WebhookRequest, WebhookResponse, WebhookRoute
+from fermix_core.channels.ingress import HttpIngress, build_app, resolve_bind
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.requests: list[WebhookRequest] = []
+
+    async def __call__(self, request: WebhookRequest) -> WebhookResponse:
+        self.requests.append(request)
+        if request.body == b"explode":
+            raise RuntimeError("secret-token-123 leaked in an exception")
+        if request.method == "GET":
+            return WebhookResponse(body=request.query.get("hub.challenge", "").encode())
+        return WebhookResponse(202, b'{"ok":true}', "application/json", {"x-handled": "yes"})
+
+
+def ready_state(flag: list[bool]) -> Any:
+    def ready() -> tuple[bool, dict[str, Any]]:
+        return flag[0], {"ready": flag[0], "channels": [{"name": "x", "state": "ready"}]}
+
+    return ready
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[httpx.AsyncClient, Recorder, list[bool], list[str]]]:
+    recorder = Recorder()
+    flag = [False]
+    routes = [
+        ("hook", WebhookRoute("/webhook/hook", ("GET", "POST"), recorder, max_body_bytes=64)),
+        ("rival", WebhookRoute("/webhook/hook", ("POST",), recorder)),
+        ("sneaky", WebhookRoute("/health/ready", ("GET",), recorder)),
+        ("big", WebhookRoute("/webhook/big", ("POST",), recorder, max_body_bytes=10_000_000)),
+    ]
+    app, paths = build_app(
+        live=lambda: {"ok": True}, ready=ready_state(flag), routes=routes, max_body_bytes=1000
+    )
+    async with HttpIngress(app, bind="127.0.0.1", port=0, routes=paths).serving() as info:
+        assert info.error is None
+        assert info.url is not None and info.port != 0
+        async with httpx.AsyncClient(base_url=info.url, timeout=10) as client:
+            yield client, recorder, flag, paths
+
+
+async def test_health_endpoints(served) -> None:
+    client, _, flag, _ = served
+    assert (await client.get("/health")).json() == {"ok": True}
+    assert (await client.get("/health/live")).json() == {"ok": True}
+    not_ready = await client.get("/health/ready")
+    assert not_ready.status_code == 503
+    assert not_ready.json()["channels"][0]["state"] == "ready"
+    flag[0] = True
+    assert (await client.get("/health/ready")).status_code == 200
+    assert (await client.post("/health")).status_code == 405
+    assert (await client.get("/nowhere")).status_code == 404
+
+
+async def test_webhook_requests_reach_the_handler_raw(served) -> None:
+    client, recorder, _, paths = served
+    challenge = await client.get(
+        "/webhook/hook", params=[("hub.challenge", "1158201444"), ("hub.challenge", "second")]
+    )
+    assert challenge.status_code == 200 and challenge.text == "1158201444"
+    body = b'{"a":  1}\n'
+    posted = await client.post(
+        "/webhook/hook", content=body, headers={"X-Hub-Signature-256": "sha256=ab"}
+    )
+    assert posted.status_code == 202
+    assert posted.headers["x-handled"] == "yes"
+    assert posted.headers["content-type"].startswith("application/json")
+    request = recorder.requests[-1]
+    assert request.body == body  # exactly the bytes sent, for signature checks
+    assert request.headers["x-hub-signature-256"] == "sha256=ab"
+    assert request.path == "/webhook/hook" and request.method == "POST"
+    # The rival's duplicate and the reserved path were skipped.
+    assert paths == ["GET /webhook/hook", "POST /webhook/hook", "POST /webhook/big"]
+
+
+async def test_bodies_over_the_cap_are_refused_unread(served) -> None:
+    client, recorder, _, _ = served
+    before = len(recorder.requests)
+    assert (await client.post("/webhook/hook", content=b"x" * 65)).status_code == 413
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(10):
+            yield b"y" * 20
+
+    assert (await client.post("/webhook/hook", content=chunks())).status_code == 413
+    # The app-wide cap (1000) wins over a route asking for more.
+    assert (await client.post("/webhook/big", content=b"z" * 1001)).status_code == 413
+    assert (await client.post("/webhook/big", content=b"z" * 1000)).status_code == 202
+    assert len(recorder.requests) == before + 1
+
+
+async def test_a_failing_handler_answers_500_without_detail(served, caplog) -> None:
+    client, _, _, _ = served
+    with caplog.at_level(logging.ERROR, logger="fermix.ingress"):
+        answer = await client.post("/webhook/hook", content=b"explode")
+    assert answer.status_code == 500
+    assert "secret" not in answer.text
+    assert any("webhook handler" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_daemon_keeps_its_signal_handlers() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    app, _ = build_app(live=dict, ready=lambda: (True, {}))
+    async with HttpIngress(app, port=0).serving() as info:
+        assert signal.getsignal(signal.SIGTERM) is before
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"{info.url}/health/live")).status_code == 200
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+async def test_a_port_in_use_is_an_error_not_a_crash() -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    try:
+        app, _ = build_app(live=dict, ready=lambda: (True, {}))
+        async with HttpIngress(app, port=port).serving() as info:
+            assert info.url is None
+            assert f"127.0.0.1:{port}" in (info.error or "")
+            assert "[fermix_web] port" in (info.error or "")
+    finally:
+        holder.close()
+
+
+def test_bind_address_from_the_environment(caplog) -> None:
+    assert resolve_bind({}) == "127.0.0.1"
+    assert resolve_bind({"FERMIX_HTTP_BIND": " "}) == "127.0.0.1"
+    assert resolve_bind({"FERMIX_HTTP_BIND": "::1"}) == "::1"
+    with caplog.at_level(logging.WARNING, logger="fermix.ingress"):
+        wildcard = "0.0.0.0"  # noqa: S104 - the warning is what is tested
+        assert resolve_bind({"FERMIX_HTTP_BIND": wildcard}) == wildcard
+    assert any("every network interface" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,43 @@
+"""The doctor warns when no tool plugin is loaded: an agent without tools can only talk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fermix_core import hookimpl
+from fermix_core.boot import assemble
+from fermix_core.doctor import CheckResult, DoctorContext, Status, run_checks
+from fermix_core.home import FermixHome
+from fermix_core.specs import ToolSpec
+
+
+def tool_rows(home: FermixHome, plugins: list[tuple[str, object]]) -> list[CheckResult]:
+    assembly = assemble(
+        home,
+        environ={"FERMIX_HOME": str(home.path)},
+        entry_points=False,
+        plugins=plugins,
+    )
+    return [r for r in run_checks(DoctorContext(assembly)) if r.label == "tools"]
+
+
+class OneTool:
+    @hookimpl
+    def fermix_tools(self):
+        yield ToolSpec(name="echo_back", description="Echo the text.", factory="echo_mod:Tool")
+
+
+def test_no_tool_plugin_is_a_warning_that_says_how_to_fix_it(tmp_path: Path) -> None:
+    home = FermixHome(tmp_path / "fermix")
+    home.ensure()
+    rows = tool_rows(home, [])
+    assert len(rows) == 1
+    assert rows[0].status is Status.WARN
+    assert "no tool plugin is loaded" in rows[0].detail
+    assert 'pip install "fermix-agent"' in (rows[0].fix or "")
+
+
+def test_a_loaded_tool_silences_the_row(tmp_path: Path) -> None:
+    home = FermixHome(tmp_path / "fermix")
+    home.ensure()
+    assert tool_rows(home, [("tools.echo", OneTool())]) == []
