@@ -49,6 +49,6 @@ def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
 
 @hookimpl
 def fermix_setup_steps() -> Iterable[SetupStepSpec]:
-    from fermix_channels.setup import SLACK_SETUP
+    from fermix_channels.slack.setup_step import SLACK_STEP
 
-    return (SLACK_SETUP.spec("fermix_channels.setup:slack_step"),)
+    return (SLACK_STEP,)
