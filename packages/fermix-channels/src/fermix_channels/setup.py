@@ -12,7 +12,7 @@ When it runs:
   that is enabled is left alone unless ``--reconfigure`` is given, in which case every value
   is asked again with the current one as the default (Enter keeps a stored secret);
 * non-interactive — the step acts only when one of its flags is passed (``--whatsapp-…``,
-  ``--slack-…``); a required value still missing is an error naming its flag.
+  ``--telegram-…``); a required value still missing is an error naming its flag.
   ``--<name>-disable`` turns the channel off.
 
 This module only declares the steps (cheap to import from the registration modules); the
