@@ -121,6 +121,7 @@ def run_turns(coro_fn: Any, *, thinking: bool = False) -> Any:
     """
     import anyio
 
+    from fermix_core.cli.errors import user_error
     from fermix_core.config import ConfigError
 
     try:
@@ -128,6 +129,12 @@ def run_turns(coro_fn: Any, *, thinking: bool = False) -> Any:
             return anyio.run(coro_fn)
     except ConfigError as exc:
         sys.stderr.write(f"config.toml is not valid — fix it, then retry:\n{exc}\n")
+        raise TurnsFailed(1) from exc
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"fermix: {message}\n")
         raise TurnsFailed(1) from exc
 
 
