@@ -28,6 +28,7 @@ BENCHMARKS = [
     "memory",
     "sandbox",
     "slack",
+    "channels",
 ]
 
 
