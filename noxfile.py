@@ -13,7 +13,14 @@ nox.options.sessions = ["lint", "tests", "lock"]
 
 ROOT = Path(__file__).parent
 PACKAGES = ["fermix-core", "fermix-providers", "fermix-channels", "fermix-tools"]
-TEST_DEPS = ["pytest>=8.3", "pytest-timeout>=2.3", "anyio>=4.6"]
+TEST_DEPS = [
+    "pytest>=8.3",
+    "pytest-timeout>=2.3",
+    "anyio>=4.6",
+    # the cron oracle tests: property-based generation, and a second cron implementation
+    "hypothesis>=6.100",
+    "croniter>=3.0",
+]
 #: Every first-party entry point that a wheel install must load.
 DIST = ROOT / "dist"
 

@@ -75,6 +75,7 @@ def run() -> dict:
         "fermix_help": help_,
         "fermix_version": version,
         "help_vs_bare_ratio": round(ratio, 2),
-        "budget": {"help_ratio_max": 5.0, "help_rss_mib_max": 35.0},
-        "within_budget": ratio <= 5.0 and help_["max_rss_mib"] <= 35.0,
+        # First-run issue: `fermix --help` stays within 1.5x a bare interpreter start.
+        "budget": {"help_ratio_max": 1.5, "help_rss_mib_max": 35.0},
+        "within_budget": ratio <= 1.5 and help_["max_rss_mib"] <= 35.0,
     }

@@ -5,9 +5,11 @@
 * ``webhook`` — ``SlackChannel.handle_webhook`` end to end (size cap, verify, parse,
   ``host.deliver`` on a :class:`~fermix_core.testing.StubChannelHost`, response), for
   distinct messages across 100 chats: the time the adapter spends before Slack gets its 200;
-* ``send`` — ``SlackChannel.send`` of a short mrkdwn reply through slack_sdk's
-  ``AsyncWebClient`` to the loopback Slack of the tests, which runs in this process (its
-  CPU time is included, so the figure is an upper bound of the adapter's share).
+* ``send`` — ``SlackChannel.send`` of a short mrkdwn reply over httpx to the loopback Slack
+  of the tests, which runs in this process (its CPU time is included, so the figure is an
+  upper bound of the adapter's share);
+* ``rss`` — the resident memory of an idle ``fermix run`` daemon with the Slack channel
+  enabled (events mode) against one with no channel, median of three runs each.
 
     uv run python bench/run.py slack
 """
@@ -129,8 +131,72 @@ async def _measure() -> dict[str, Any]:
     }
 
 
+def _daemon_rss(slack: bool, api_url: str, tmp: Path) -> int:
+    """VmRSS (KiB) of an idle ``fermix run`` daemon, with or without the Slack channel."""
+    import os
+    import shutil
+    import subprocess
+
+    from fermix_core.daemon.process import read_pidfile
+
+    fs = _fake()
+    home = tmp / ("slack" if slack else "none")
+    home.mkdir(mode=0o700, parents=True)
+    config = (
+        "[fermix_core.providers.ollama]\nprimary = true\n"
+        'base_url = "http://127.0.0.1:9/v1"\ndefault_model = "qwen3"\n'
+        "[fermix_core.memory]\nreview_enabled = false\n"
+        "[fermix_web]\nport = 0\n"
+        "[fermix_channels.telegram]\nenabled = false\n"
+        "[fermix_channels.acp]\nenabled = false\n"
+    )
+    if slack:
+        config += (
+            "[fermix_channels.slack]\nenabled = true\n"
+            f'bot_token = "{fs.BOT_TOKEN}"\nsigning_secret = "{fs.SIGNING_SECRET}"\n'
+            f'api_base_url = "{api_url}"\nowner_user_id = "{fs.OWNER_ID}"\n'
+        )
+    (home / "config.toml").write_text(config)
+    env = {**os.environ, "FERMIX_HOME": str(home)}
+    env["PYTHON_KEYRING_BACKEND"] = "fermix_core.keyring_backend.MemoryKeyring"
+    fermix = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
+    subprocess.run([fermix, "start"], env=env, check=True, capture_output=True, timeout=120)
+    try:
+        info = read_pidfile(home / "daemon.pid")
+        assert info is not None
+        status = Path(f"/proc/{info.pid}/status").read_text()
+        return int(status.split("VmRSS:")[1].split()[0])
+    finally:
+        subprocess.run([fermix, "stop"], env=env, capture_output=True, timeout=60)
+
+
+async def _rss() -> dict[str, Any]:
+    import tempfile
+
+    fs = _fake()
+    async with fs.FakeSlack() as fake:
+        with tempfile.TemporaryDirectory() as tmp:
+            samples: dict[str, list[int]] = {"none": [], "slack": []}
+            for _ in range(3):
+                for key in ("none", "slack"):
+                    rss = await asyncio.to_thread(
+                        _daemon_rss,
+                        key == "slack",
+                        fake.api_url,
+                        Path(tmp) / str(len(samples[key])),
+                    )
+                    samples[key].append(rss)
+    none, slack = statistics.median(samples["none"]), statistics.median(samples["slack"])
+    return {
+        "idle_daemon_rss_kib": {"none": none, "slack_events": slack},
+        "slack_delta_mib": round((slack - none) / 1024, 1),
+    }
+
+
 def run() -> dict[str, Any]:
-    return asyncio.run(_measure())
+    result = asyncio.run(_measure())
+    result["rss"] = asyncio.run(_rss())
+    return result
 
 
 if __name__ == "__main__":

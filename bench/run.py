@@ -27,7 +27,12 @@ BENCHMARKS = [
     "cold_ask",
     "memory",
     "sandbox",
+    "streaming",
     "slack",
+    "confine",
+    "traces",
+    "presentation",
+    "jobs",
     "channels",
 ]
 

@@ -19,7 +19,7 @@ def rows(tmp_path: Path, toml: str) -> dict[str, CheckResult]:
     return {r.label: r for r in results if r.check == "channels"}
 
 
-def test_one_row_per_channel_with_refusals(tmp_path: Path) -> None:
+def test_one_row_per_channel_with_refusals_and_the_streaming_mismatch(tmp_path: Path) -> None:
     found = rows(
         tmp_path,
         "[fermix_channels.whatsapp]\nenabled = true\n"
@@ -34,6 +34,7 @@ def test_one_row_per_channel_with_refusals(tmp_path: Path) -> None:
     assert whatsapp.status is Status.WARN
     # Either its adapter is missing here, or it is refused for authorizing nobody.
     assert "owner_user_id" in whatsapp.detail or "cannot be built" in whatsapp.detail
-    signal = found["channel signal"]
-    assert signal.status is Status.WARN  # no signal adapter in this build yet
-    assert "cannot be built" in signal.detail
+    mismatch = found["channel signal streaming"]
+    assert mismatch.status is Status.WARN
+    assert 'streaming = "draft"' in mismatch.detail
+    assert "block" in (mismatch.fix or "")

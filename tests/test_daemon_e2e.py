@@ -365,3 +365,145 @@ def test_restart_with_a_config_typo_keeps_the_running_daemon(daemon_env) -> None
     new_pid = read_pidfile(home / "daemon.pid").pid
     assert new_pid != pid and wait_for_exit(pid, 10)
     assert fermix(daemon_env, "health").returncode == 0
+
+
+# --------------------------------------------------------------------------- scheduled jobs
+
+
+def jobs_json(env, *args, check=True):
+    result = fermix(env, "jobs", *args, "--json", check=check)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_jobs_through_the_daemon_add_run_inspect_and_stop(daemon_env, model) -> None:
+    code, answer = jobs_json(daemon_env, "list", check=False)
+    assert code == 3
+    assert "no daemon is running" in answer["error"]
+    plain = fermix(daemon_env, "jobs", "list", check=False)
+    assert "fermix start" in plain.stderr
+
+    fermix(daemon_env, "start")
+    _, added = jobs_json(
+        daemon_env,
+        "add",
+        "--schedule",
+        "0 7 * * 1-5",
+        "--prompt",
+        "daily digest",
+        "--timezone",
+        "Europe/Berlin",
+        "--delivery",
+        "origin",
+    )
+    job = added["job"]
+    assert job["schedule"] == "0 7 * * 1-5"
+    assert job["delivery_mode"] == "local"  # the CLI has no chat to send to later
+    assert added["notes"]
+    code, refused = jobs_json(
+        daemon_env, "add", "--schedule", "daily at 8am", "--prompt", "x", check=False
+    )
+    assert code == 1
+    assert "0 8 * * *" in refused["error"]
+
+    _, listed = jobs_json(daemon_env, "list")
+    assert [j["id"] for j in listed["jobs"]] == [job["id"]]
+    _, ran = jobs_json(daemon_env, "run-now", job["id"], "--wait")
+    run = ran["run"]
+    assert run["status"] == "succeeded", run
+    assert run["trigger"] == "manual"
+    assert run["final_response"] == "echo: daily digest"
+    assert run["session_id"].startswith(f"cron_{job['id']}_")
+    request = model.requests[-1].json()
+    system = text_of(request["messages"][0]["content"])
+    assert "scheduled job" in system
+    assert [m["role"] for m in request["messages"]] == ["system", "user"]
+
+    _, shown = jobs_json(daemon_env, "show", "--run", str(run["id"]))
+    assert shown["run"]["task_prompt"] == "daily digest"
+    assert shown["run"]["delivery_status"] == "stored"
+    _, history = jobs_json(daemon_env, "runs", job["id"])
+    assert [r["id"] for r in history["runs"]] == [run["id"]]
+    _, paused = jobs_json(daemon_env, "pause", job["id"])
+    assert paused["job"]["status"] == "paused"
+    code, refused = jobs_json(daemon_env, "run-now", job["id"], check=False)
+    assert code == 1
+    assert "paused" in refused["error"]
+    _, resumed = jobs_json(daemon_env, "resume", job["id"])
+    assert resumed["job"]["status"] == "scheduled"
+
+    fermix(daemon_env, "stop")
+    code, _ = jobs_json(daemon_env, "list", check=False)
+    assert code == 3
+    fermix(daemon_env, "start")  # the job survived the restart
+    _, listed = jobs_json(daemon_env, "list")
+    assert [j["status"] for j in listed["jobs"]] == ["scheduled"]
+    _, removed = jobs_json(daemon_env, "remove", job["id"])
+    assert removed["removed"] == job["id"]
+    _, listed = jobs_json(daemon_env, "list")
+    assert listed["jobs"] == []
+
+
+def test_the_agent_schedules_a_job_with_its_tool(daemon_env, model) -> None:
+    """The schedule_job tool reaches the daemon's job service through a real turn."""
+
+    calls = {"n": 0}
+
+    async def scripted(request: RecordedRequest) -> Reply:
+        body = request.json()
+        calls["n"] += 1
+        tools = {t["function"]["name"] for t in body.get("tools") or []}
+        if calls["n"] == 1:
+            assert "schedule_job" in tools
+            arguments = json.dumps({"task_prompt": "water the plants", "schedule": "every 2 days"})
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "schedule_job", "arguments": arguments},
+                    }
+                ],
+            }
+            reply = completion("")
+            reply["choices"][0]["message"] = message
+            reply["choices"][0]["finish_reason"] = "tool_calls"
+            return Reply(body=reply)
+        return Reply(body=completion("Scheduled."))
+
+    model.server.handler = scripted
+    fermix(daemon_env, "start")
+    result = ask_json(daemon_env, "remind me to water the plants every other day")
+    assert result["reply"] == "Scheduled."
+    assert [c["name"] for c in result["tool_calls"]] == ["schedule_job"]
+    assert result["tool_calls"][0]["ok"] is True
+    _, listed = jobs_json(daemon_env, "list")
+    (job,) = listed["jobs"]
+    assert job["task_prompt"] == "water the plants"
+    assert job["schedule"] == "every 2 days"
+    assert job["trust"] == "operator"
+
+
+def test_a_daemon_killed_mid_job_run_settles_it_after_restart(daemon_env, model) -> None:
+    fermix(daemon_env, "start")
+    home = Path(daemon_env["FERMIX_HOME"])
+    _, added = jobs_json(daemon_env, "add", "--schedule", "every 1 day", "--prompt", "block:job")
+    job_id = added["job"]["id"]
+    _, started = jobs_json(daemon_env, "run-now", job_id)
+    run_id = started["run"]["id"]
+    model.call(model.fake.wait_arrived, "block:job")  # the run is in flight at the model
+    _, mid = jobs_json(daemon_env, "show", job_id)
+    assert mid["job"]["status"] == "running"
+    pid = read_pidfile(home / "daemon.pid").pid
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for_exit(pid, 10)
+    model.call(model.fake.release, "block:job")
+
+    fermix(daemon_env, "start")  # the killed, not yet reaped daemon is not mistaken for live
+    _, shown = jobs_json(daemon_env, "show", "--run", str(run_id))
+    assert shown["run"]["status"] == "failed"
+    assert "daemon stopped while this run was in progress" in shown["run"]["error"]
+    _, job = jobs_json(daemon_env, "show", job_id)
+    assert job["job"]["status"] == "scheduled"
+    assert job["job"]["next_run_at"] is not None

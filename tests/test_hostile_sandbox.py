@@ -27,7 +27,8 @@ def corpus(name: str) -> list[tuple[str, str]]:
         if not line.strip() or line.startswith("#"):
             continue
         expect, sep, value = line.partition("\t")
-        assert sep and expect in ("deny", "allow", "refuse"), f"{name}:{number}: {line!r}"
+        kinds = ("deny", "allow", "refuse", "profile", "readonly")
+        assert sep and expect in kinds, f"{name}:{number}: {line!r}"
         cases.append((expect, value))
     return cases
 
@@ -98,6 +99,11 @@ def tree(tmp_path_factory) -> Tree:
     (workspace / "loop-b").symlink_to(workspace / "loop-a")
     (granted / "keys").symlink_to(home / ".ssh")
     (project / "escape").symlink_to(home / ".gnupg")
+    # Scripts written with file_write, then run: checked by their contents.
+    (project / "wipe.sh").write_text("#!/bin/sh\necho cleaning\nrm -rf ~\n")
+    (project / "wipe.sh").chmod(0o755)
+    (project / "wipe.py").write_text("import shutil, os\nshutil.rmtree(os.path.expanduser('~'))\n")
+    (project / "notes.txt").write_text("notes\n")
     return Tree(home, fermix, workspace, project, granted)
 
 
@@ -111,6 +117,14 @@ def test_the_corpus_is_substantial() -> None:
 def test_hostile_paths(tree: Tree, expect: str, raw: str) -> None:
     path = tree.fill(raw)
     ctx = tree.ctx()
+    if expect == "readonly":  # open mode: the home is a root; these may be read, not written
+        policy = tree.policy("open")
+        resolved = policy.resolve(path, ctx)
+        assert policy.contains(resolved, ctx)
+        with pytest.raises(SandboxDenied) as caught:
+            policy.resolve(path, ctx, write=True)
+        assert caught.value.reason == "protected", raw
+        return
     for mode in MODES:
         policy = tree.policy(mode)
         for write in (False, True):
@@ -132,5 +146,11 @@ def test_hostile_commands(tree: Tree, expect: str, raw: str) -> None:
             with pytest.raises(CommandRefused) as caught:
                 tree.policy("standard", profile).check_command(command, cwd=tree.project)
             assert caught.value.reason == "catastrophic", (profile, str(caught.value))
+    elif expect == "profile":
+        for profile in ("bare", "assistant"):
+            with pytest.raises(CommandRefused) as caught:
+                tree.policy("standard", profile).check_command(command, cwd=tree.project)
+            assert caught.value.reason == "profile", (profile, str(caught.value))
+        tree.policy("standard", "extended").check_command(command, cwd=tree.project)
     else:
         tree.policy("standard", "extended").check_command(command, cwd=tree.project)

@@ -16,7 +16,7 @@ from fermix_core.hookspecs import hookimpl
 from fermix_core.messages import ToolCall, Turn
 from fermix_core.prompt.senders import GUEST_CLOSE, GUEST_OPEN
 from fermix_core.specs import ModelInfo, PolicyClass, ProviderSpec, ToolSpec
-from fermix_core.testing import FunctionProvider, MemoryChannel
+from fermix_core.testing import FunctionProvider, MemoryChannel, StubChannelHost
 from fermix_core.tool import Tool, ToolOutput
 from pydantic import BaseModel
 
@@ -91,7 +91,7 @@ async def group(fermix_home):
             if outcome.job is not None:
                 jobs.append(outcome.job)
 
-        await channel.start(deliver)
+        await channel.start(StubChannelHost("telegram", on_deliver=deliver))
 
         async def say(sender: str, name: str, text: str):
             before = len(harness.requests)

@@ -16,7 +16,14 @@ from fermix_core.channel import InboundMessage
 from fermix_core.gateway.reply import ChannelReplyPort, features_of
 from fermix_core.hookspecs import hookimpl
 from fermix_core.messages import ToolCall, Turn
-from fermix_core.provider import ChatRequest, Provider, StreamEvent, StreamEventKind
+from fermix_core.provider import (
+    ChatRequest,
+    ErrorKind,
+    Provider,
+    ProviderError,
+    StreamEvent,
+    StreamEventKind,
+)
 from fermix_core.specs import ModelInfo, PolicyClass, ProviderSpec, ToolSpec
 from fermix_core.testing import MemoryChannel, StubChannelHost
 from fermix_core.tool import Tool, ToolOutput
@@ -265,3 +272,44 @@ async def test_background_turns_never_stream(fx) -> None:
     with anyio.fail_after(10):
         await provider.called.wait()
     assert provider.requests[-1].stream is False
+
+
+async def test_a_provider_failure_after_visible_text_removes_the_draft_and_says_so(fx) -> None:
+    channel = await started_channel()
+    port = SignallingPort(channel)
+    streamed = anyio.Event()
+
+    async def step(request: ChatRequest) -> Turn:
+        await request.emit(
+            StreamEvent(kind=StreamEventKind.TEXT_DELTA, text="Half an answer that was already on")
+        )
+        await port.wait_sends(1)  # the live draft opened
+        streamed.set()
+        raise ProviderError(
+            ErrorKind.TRANSPORT, "the stream was cut", provider="harness", visible_output=True
+        )
+
+    fx.harness.provider.steps.append(step)
+    await say(fx, port, "go")
+    assert streamed.is_set()
+    assert len(fx.harness.provider.requests) == 1  # visible output: never retried
+    shown = channel.visible("chat")
+    assert len(shown) == 1 and "Half an answer" not in shown[0]  # only the error reply
+    assert "discard" in [e["phase"] for e in fx.harness.stream_events]
+
+
+async def test_through_the_runtimes_outbound_port_cards_arrive_rendered(fx) -> None:
+    from fermix_core.channels.outbound import OutboundPort
+    from fermix_core.channels.presentation import present
+
+    channel = await started_channel()
+    port = OutboundPort(channel, features_of(channel, draft=True))
+    text = heading_sections(3, 150).replace("w7 ", "**w7** ")
+    fx.harness.provider.steps.append(answer(text, reasoning="**Thinking it over**"))
+    await say(fx, port, "long and formatted please")
+    cards = channel.visible("chat")
+    assert len(cards) >= 2
+    assert not any("**" in card or card.startswith("##") for card in cards)  # rendered
+    rendered = "".join(c.text for c in present(text, "plain").chunks)
+    assert "".join(cards).replace("\n", "") == rendered.replace("\n", "")
+    assert channel.edits  # the live card was edited in place, through the port's renderer

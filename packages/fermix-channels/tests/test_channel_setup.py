@@ -119,23 +119,6 @@ def test_interactive_setup_explains_the_platform_and_reconfigure_keeps_secrets(
     assert token == "EAAG-first"
 
 
-def test_slack_socket_mode_asks_for_the_app_token_not_the_signing_secret(fermix_home) -> None:
-    setup(
-        fermix_home,
-        "--slack-mode", "socket",
-        "--slack-bot-token", "xoxb-1",
-        "--slack-app-token", "xapp-1-A-1-t",
-        "--slack-owner", "U0OWNER1",
-        only=("slack",),
-    )  # fmt: skip
-    slack = section(fermix_home, "slack")
-    assert slack["mode"] == "socket" and slack["enabled"]
-    assert slack["bot_token"] == "@keyring" and slack["app_token"] == "@keyring"
-    assert "signing_secret" not in slack
-    with pytest.raises(SetupInputError, match="not one of events, socket"):
-        setup(fermix_home, "--slack-mode", "webhook", only=("slack",))
-
-
 def test_disable_turns_the_channel_off(fermix_home) -> None:
     setup(fermix_home, *WHATSAPP_FLAGS)
     setup(fermix_home, "--whatsapp-disable")

@@ -262,3 +262,46 @@ def test_session_id_shapes() -> None:
     assert re.fullmatch(r"[0-9a-f]{16}", sub) and sub != subagent_session_id()
     assert cron_session_id("digest", 1700000000.9) == "cron_digest_1700000000"
     assert re.fullmatch(r"cron_daily_\d+", cron_session_id("daily"))
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+TOKEN_CORPUS = json.loads((Path(__file__).parent / "data" / "token_corpus.json").read_text())
+SHAPED = [entry["token"] for entry in TOKEN_CORPUS["positive"]]
+PLAIN_KEY = 'k3y"with\\quote-9x7'
+
+
+@pytest.fixture
+def known_key():
+    from fermix_core import logs
+
+    logs.forget_known_secrets()
+    logs.add_known_secret(PLAIN_KEY)
+    yield PLAIN_KEY
+    logs.forget_known_secrets()
+
+
+def _raw(home: FermixHome) -> str:
+    return "".join(p.read_text() for p in today_dir(home).glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["capture-off", "capture-on"])
+def test_no_record_carries_a_secret(home: FermixHome, known_key: str, capture: bool) -> None:
+    from fermix_core.provider import ErrorKind, ProviderError
+
+    leak = f"echo {known_key} " + " ".join(SHAPED)
+    with Tracer(home, capture_content=capture) as tracer:
+        tracer.error(ProviderError(ErrorKind.SERVER_ERROR, leak, provider="p"), session_id="s")
+        tracer.record("llm_call", session_id="s", request=Message.user(leak), note=leak)
+        tracer.record("tool_exec", session_id="s", args={"header": leak, leak: 1})
+        # A key straddling the cut of a long field: the cut must never keep half of it.
+        tracer.record("agent_event", session_id="s", detail="x" * (MAX_FIELD_CHARS - 10) + leak)
+    raw = _raw(home)
+    for secret in (known_key, *SHAPED):
+        assert secret not in raw
+        assert secret[:12] not in raw
+    assert json.dumps(known_key)[1:-1] not in raw, "the JSON spelling is caught too"
+    for line in raw.splitlines():
+        json.loads(line)
+    assert "[REDACTED:secret]" in raw

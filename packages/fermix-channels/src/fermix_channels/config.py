@@ -78,7 +78,9 @@ class ChannelConfig(BaseModel):
 
     # Inputs stay out of validation errors: a token pasted under a misspelt key would
     # otherwise be echoed into the log by the "unknown key" error.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, hide_input_in_errors=True, defer_build=True
+    )
 
     #: Channel name, i.e. the ``<name>`` in ``[fermix_channels.<name>]``.
     channel: ClassVar[str] = ""

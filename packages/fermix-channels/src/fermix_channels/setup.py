@@ -12,7 +12,7 @@ When it runs:
   that is enabled is left alone unless ``--reconfigure`` is given, in which case every value
   is asked again with the current one as the default (Enter keeps a stored secret);
 * non-interactive — the step acts only when one of its flags is passed (``--whatsapp-…``,
-  ``--slack-…``); a required value still missing is an error naming its flag.
+  ``--telegram-…``); a required value still missing is an error naming its flag.
   ``--<name>-disable`` turns the channel off.
 
 This module only declares the steps (cheap to import from the registration modules); the
@@ -35,7 +35,6 @@ __all__ = [
     "ChannelField",
     "ChannelSetup",
     "run_channel_step",
-    "slack_step",
     "whatsapp_step",
 ]
 
@@ -137,43 +136,11 @@ WHATSAPP_SETUP = ChannelSetup(
     order=310,
 )
 
-SLACK_SETUP = ChannelSetup(
-    channel="slack",
-    label="Slack",
-    explain=(
-        "Slack needs an app at https://api.slack.com/apps with the bot scopes chat:write,\n"
-        "app_mentions:read, im:history, channels:history, reactions:write, files:read and\n"
-        'files:write, installed to your workspace (the "xoxb-" bot token). Events reach the\n'
-        'daemon either by the Events API (mode "events": a public HTTPS URL in front of this\n'
-        "daemon, Request URL https://<your host>/webhook/slack, and the signing secret) or by\n"
-        'Socket Mode (mode "socket": no public URL, an app-level "xapp-" token with\n'
-        "connections:write). See docs/channels/slack.md."
-    ),
-    fields=(
-        ChannelField("mode", "How events arrive", choices=("events", "socket"), default="events"),
-        ChannelField("bot_token", "Bot User OAuth Token (xoxb-…)", secret=True),
-        ChannelField(
-            "signing_secret",
-            "Signing secret (Basic Information > App Credentials)",
-            secret=True,
-            when=("mode", "events"),
-        ),
-        ChannelField("app_token", "App-level token (xapp-…)", secret=True, when=("mode", "socket")),
-    ),
-    allowlist_key="allowed_user_ids",
-    owner_hint="your Slack member id, e.g. U0123ABCD (profile > Copy member ID)",
-    order=320,
-)
-
-CHANNEL_SETUPS: dict[str, ChannelSetup] = {s.channel: s for s in (WHATSAPP_SETUP, SLACK_SETUP)}
+CHANNEL_SETUPS: dict[str, ChannelSetup] = {s.channel: s for s in (WHATSAPP_SETUP,)}
 
 
 def whatsapp_step(context: SetupContext) -> None:
     run_channel_step(WHATSAPP_SETUP, context)
-
-
-def slack_step(context: SetupContext) -> None:
-    run_channel_step(SLACK_SETUP, context)
 
 
 # --------------------------------------------------------------------------- running

@@ -215,6 +215,13 @@ class FakeSlack:
             params.update(json.loads(request.body))
         elif request.body and "x-www-form-urlencoded" in content_type:
             params.update(urllib.parse.parse_qsl(request.body.decode()))
+        # Form values are strings: read them the way Slack does.
+        for key in ("mrkdwn", "unfurl_links", "unfurl_media"):
+            if isinstance(params.get(key), str):
+                params[key] = params[key] in ("true", "1")
+        for key in ("blocks", "files"):
+            if isinstance(params.get(key), str):
+                params[key] = json.loads(params[key])
         return params
 
     async def _handle(self, request: RecordedRequest) -> Reply:
@@ -331,6 +338,8 @@ class FakeSlack:
         file = self.files.get(file_id)
         if file is None:
             return Reply(status=404, body="no such upload", headers={"content-type": "text/plain"})
+        if len(body) != file.length:
+            return Reply(status=400, body="length mismatch", headers={"content-type": "text/plain"})
         file.data = body
         return Reply(body=f"OK - {len(body)}", headers={"content-type": "text/plain"})
 
@@ -366,8 +375,6 @@ class FakeSlack:
 
     def _m_files_completeUploadExternal(self, params: dict[str, Any]) -> Reply:
         items = params.get("files")
-        if isinstance(items, str):
-            items = json.loads(items)
         done = []
         for item in items or ():
             file = self.files.get(item.get("id", ""))

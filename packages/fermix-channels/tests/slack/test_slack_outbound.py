@@ -34,6 +34,7 @@ def test_declared_abilities() -> None:
     assert (channel.max_text, channel.text_measure) == (40_000, "chars")
     assert channel.media_caps["document"] == 100 * 1024 * 1024
     assert channel.reactions_allowed == REACTIONS
+    assert channel.send_interval == 1.0
     assert all(shortcode(name) == name for name in REACTIONS)
 
 
@@ -62,7 +63,7 @@ async def test_edit_and_plain_edit(running, fake) -> None:
         sent = await channel.send(OutboundMessage(chat_id="D1", text="draft"))
         await channel.edit("D1", sent.message_id, "*final*")
         posted = fake.find("D1", sent.message_id)
-        assert posted.text == "*final*" and posted.blocks is None
+        assert posted.text == "*final*" and not posted.blocks
         long = "x" * 6500
         await channel.edit("D1", sent.message_id, long, plain=True)
     blocks = posted.blocks

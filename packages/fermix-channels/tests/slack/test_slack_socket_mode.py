@@ -11,6 +11,7 @@ import pytest
 from fermix_channels.slack.client import SlackApi
 from fermix_channels.slack.socket import SocketModeClient
 from fermix_core.channel import ChannelError, DeliveryResult
+from fermix_core.testing.loopback import Reply
 
 pytestmark = pytest.mark.anyio
 
@@ -24,10 +25,9 @@ async def test_hello_makes_the_channel_ready_and_events_are_delivered_then_acked
     running, fake
 ) -> None:
     async with running(**SOCKET) as (channel, host):
-        await fake.wait_socket()
+        assert host.state == "ready"  # start() returned after Slack's hello
         envelope = await fake.push_event(fs.message_event("over the socket", channel="D1"))
         await fake.wait_ack(envelope)
-        assert host.state == "ready"  # reported on hello, which came first
     assert [m.text for m in host.deliveries] == ["over the socket"]
     assert fake.calls_of("apps.connections.open")
     assert tuple(channel.webhook_routes()) == ()
@@ -99,8 +99,6 @@ async def test_a_dropped_connection_reconnects_after_backoff(fake) -> None:
 
 
 async def test_rate_limited_or_failing_url_requests_are_retried(fake) -> None:
-    from fermix_core.testing.loopback import Reply
-
     fake.fail(
         "apps.connections.open",
         Reply(status=429, headers={"Retry-After": "0"}, body={"ok": False, "error": "ratelimited"}),
@@ -186,3 +184,19 @@ async def test_stop_closes_the_socket(running, fake) -> None:
         await channel.stop()
         await fake.wait_for(lambda: socket.close_code is not None)
     assert channel.api is None
+
+
+async def test_start_returns_degraded_when_slack_never_says_hello(
+    running, fake, monkeypatch
+) -> None:
+    import fermix_channels.slack.adapter as adapter
+
+    monkeypatch.setattr(adapter, "SOCKET_HELLO_WAIT", 0.05)
+    fake.fail(
+        "apps.connections.open",
+        *[Reply(status=500, body={"ok": False, "error": "internal_error"})] * 50,
+    )
+    async with running(**SOCKET) as (_, host):
+        assert host.state == "degraded"
+        assert any("hello" in (error or "") for state, error in host.reports)
+        assert "ready" not in [state for state, _ in host.reports]

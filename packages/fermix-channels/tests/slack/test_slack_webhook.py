@@ -191,7 +191,7 @@ async def test_a_signed_but_malformed_body_is_400(running, body) -> None:
     assert host.results == []
 
 
-async def test_a_body_that_is_not_utf8_is_refused_without_crashing(running) -> None:
+async def test_a_signed_body_that_is_not_utf8_is_400_without_crashing(running) -> None:
     body = b'{"type":"event_callback","x":"\xff\xfe"}'
     stamp = str(int(time.time()))
     headers = {
@@ -200,7 +200,7 @@ async def test_a_body_that_is_not_utf8_is_refused_without_crashing(running) -> N
     }
     async with running() as (channel, host):
         response = await channel.handle_webhook(request(body, headers))
-    assert response.status == 401
+    assert response.status == 400
     assert host.results == []
 
 
@@ -230,3 +230,32 @@ async def test_a_restarting_channel_asks_slack_to_retry(running) -> None:
         pass  # started, then stopped: the runtime restarts it
     response = await channel.handle_webhook(request(fs.message_event("during restart")))
     assert response.status == 503
+
+
+async def test_a_flood_across_50_chats_keeps_order_and_runs_each_message_once(running) -> None:
+    import anyio
+
+    chats = [f"D{n:04d}" for n in range(50)]
+    per_chat = 20
+    statuses: list[int] = []
+
+    async with running() as (channel, host):
+
+        async def chat(chat_id: str) -> None:
+            for n in range(per_chat):
+                event = fs.message_event(f"{chat_id} #{n}", channel=chat_id)
+                statuses.append((await channel.handle_webhook(request(event))).status)
+                if n % 4 == 0:  # Slack retrying some of them
+                    retry = request(event, **{"x-slack-retry-num": "1"})
+                    statuses.append((await channel.handle_webhook(retry)).status)
+
+        async with anyio.create_task_group() as tg:
+            for chat_id in chats:
+                tg.start_soon(chat, chat_id)
+
+    assert set(statuses) == {200}
+    assert len(host.deliveries) == len(chats) * per_chat
+    assert host.results.count(DeliveryResult.DUPLICATE) == len(chats) * (per_chat // 4)
+    for chat_id in chats:
+        texts = [m.text for m in host.deliveries if m.chat_id == chat_id]
+        assert texts == [f"{chat_id} #{n}" for n in range(per_chat)]

@@ -34,16 +34,16 @@ def fermix_doctor_checks():
         name="secrets", label="secrets", check="fermix_core.doctor_checks:check_secrets", order=50
     )
     yield DoctorCheckSpec(
+        name="sandbox",
+        label="sandbox confinement",
+        check="fermix_core.doctor_checks:check_sandbox",
+        order=55,
+    )
+    yield DoctorCheckSpec(
         name="providers",
         label="providers",
         check="fermix_core.routing.report:check_routes",
         order=60,
-    )
-    yield DoctorCheckSpec(
-        name="channel_streaming",
-        label="channel streaming",
-        check="fermix_core.channels.streaming_doctor:check_channel_streaming",
-        order=65,
     )
     yield DoctorCheckSpec(
         name="bootstrap",

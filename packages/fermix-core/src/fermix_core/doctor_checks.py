@@ -244,3 +244,40 @@ def check_bootstrap(ctx: DoctorContext) -> list[CheckResult]:
             "overwrites your prompt files",
         )
     ]
+
+
+def check_sandbox(ctx: DoctorContext) -> list[CheckResult]:
+    """Whether commands run confined (bubblewrap / sandbox-exec) or are only screened."""
+    if ctx.config is None:
+        return [CheckResult("sandbox confinement", Status.SKIP, "config not loaded")]
+    from fermix_core.sandbox import SandboxPolicy, approval
+
+    policy = SandboxPolicy.from_config(ctx.config, ctx.home.path, environ=ctx.environ)
+    status = policy.confinement_status()
+    rows: list[CheckResult] = []
+    if status["active"]:
+        net = "network on" if status["network"] else "no network"
+        rows.append(CheckResult("sandbox confinement", Status.OK, f"{status['detail']} ({net})"))
+    else:
+        failing = status["setting"] == "required"
+        rows.append(
+            CheckResult(
+                "sandbox confinement",
+                Status.FAIL if failing else Status.WARN,
+                status["detail"],
+                fix=status["fix"],
+            )
+        )
+    if ctx.home.config_file.exists():
+        state = approval.check(ctx.home, record=False)
+        if state.pending:
+            rows.append(
+                CheckResult(
+                    "sandbox settings",
+                    Status.WARN,
+                    "[sandbox] was changed outside Fermix and is not applied: "
+                    + "; ".join(state.changes()),
+                    fix="`fermix sandbox approve` if you made the change; else undo it",
+                )
+            )
+    return rows

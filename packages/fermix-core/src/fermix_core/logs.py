@@ -13,6 +13,7 @@ demands the vendor prefix and, where the format allows, a minimum length and a d
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -66,24 +67,58 @@ REDACTIONS: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 
+#: A literal each pattern's match must contain, in REDACTIONS order: a text holding none of
+#: them skips the pattern. A substring test costs a fraction of a regex pass, and most
+#: text (every trace field, every log line) holds no token at all.
+_NEEDLES: tuple[tuple[str, ...], ...] = (
+    ("sk-ant-",),
+    ("sk-or-v",),
+    ("sk-",),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("github_pat_",),
+    ("xox",),
+    ("xapp-",),
+    ("xai-",),
+    ("AIza",),
+    ("ya29.",),
+    ("GOCSPX-",),
+    (":AA",),
+    ("AKIA", "ASIA"),
+    ("eyJ",),
+    ("bearer",),  # matched case-insensitively: checked against the lowered text
+)
+#: ``(marker, pattern, needles, case-insensitive)`` per pattern, computed once.
+_PLAN = tuple(
+    (f"[REDACTED:{vendor}]", pattern, needles, bool(pattern.flags & re.IGNORECASE))
+    for (vendor, pattern), needles in zip(REDACTIONS, _NEEDLES, strict=True)
+)
+
 # Exact values the secret resolver has handed out. Some providers' keys have no recognisable
 # shape (a bare 32-character string); knowing the value is the only way to catch those.
 _MIN_KNOWN_SECRET = 8
+#: The shortest text any pattern or known value can match (``AKIA`` + 16 is the shortest
+#: shaped token); shorter strings — most trace fields — skip the regexes entirely.
+_MIN_SHAPED = _MIN_KNOWN_SECRET
 _known_lock = threading.Lock()
 _known_values: set[str] = set()
 _known_pattern: re.Pattern[str] | None = None
 
 
 def add_known_secret(value: str) -> None:
-    """Redact this exact value from now on (values shorter than 8 characters are ignored)."""
+    """Redact this exact value from now on (values shorter than 8 characters are ignored).
+
+    The value's JSON-escaped spelling is learnt too when it differs (a key with a quote or
+    a backslash), so a body that quotes the key inside JSON is caught as well.
+    """
     global _known_pattern
     value = value.strip()
     if len(value) < _MIN_KNOWN_SECRET:
         return
+    spellings = {value, json.dumps(value, ensure_ascii=False)[1:-1]}
     with _known_lock:
-        if value in _known_values:
+        if spellings <= _known_values:
             return
-        _known_values.add(value)
+        _known_values.update(spellings)
         ordered = sorted(_known_values, key=len, reverse=True)
         _known_pattern = re.compile("|".join(re.escape(v) for v in ordered))
 
@@ -100,11 +135,23 @@ def marker(vendor: str) -> str:
 
 
 def redact(text: str) -> str:
-    """Replace every credential-shaped token in *text* with ``[REDACTED:<vendor>]``."""
-    if not text:
+    """Replace every credential-shaped token in *text* with ``[REDACTED:<vendor>]``.
+
+    Also every exact value :func:`add_known_secret` learnt: the configured secrets, whose
+    shape may match no pattern at all.
+    """
+    if not text or len(text) < _MIN_SHAPED:
         return text
-    for vendor, pattern in REDACTIONS:
-        text = pattern.sub(marker(vendor), text)
+    lowered: str | None = None
+    for label, pattern, needles, folded in _PLAN:
+        probe = text
+        if folded:
+            probe = lowered = text.lower() if lowered is None else lowered
+        for needle in needles:
+            if needle in probe:
+                text = pattern.sub(label, text)
+                lowered = None
+                break
     known = _known_pattern
     if known is not None:
         text = known.sub(marker("secret"), text)

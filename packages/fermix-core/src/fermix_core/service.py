@@ -57,6 +57,8 @@ class FermixService:
         self.channels: Any = None
         #: Where the daemon's HTTP ingress listens (an IngressInfo), once it runs.
         self.ingress: Any = None
+        #: Scheduled jobs (:class:`fermix_core.jobs.wiring.JobsRuntime`).
+        self.jobs: Any = None
         self._closers: list[Any] = []
 
     @property
@@ -67,8 +69,14 @@ class FermixService:
 
     @classmethod
     @asynccontextmanager
-    async def running(cls, runtime: Runtime) -> AsyncIterator[FermixService]:
-        """Open everything a turn needs; close it all (in reverse) on exit."""
+    async def running(
+        cls, runtime: Runtime, *, scheduler: bool = False
+    ) -> AsyncIterator[FermixService]:
+        """Open everything a turn needs; close it all (in reverse) on exit.
+
+        *scheduler* starts the job scheduler too (the daemon does; one-shot callers only
+        get the job service, and the daemon runs what they schedule).
+        """
         from fermix_core.agent import CapabilityRegistry
         from fermix_core.commands import CommandRouter
         from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
@@ -78,6 +86,11 @@ class FermixService:
 
         service = cls(runtime)
         config = runtime.config
+        from fermix_core.secrets import remember_configured_secrets
+
+        # Before anything can fail with a provider's error body: the redactor must know
+        # the configured keys, whatever their shape (error replies, traces, logs).
+        remember_configured_secrets(config, runtime.registry, runtime.environ)
         reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
         service.store = await ConversationStore.open(runtime.home.memory_db)
         registry = runtime.registry
@@ -112,19 +125,27 @@ class FermixService:
         )
         service.runner = runner
         from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
+        from fermix_core.sandbox.policy import log_confinement
         from fermix_core.secrets import SecretResolver
 
         resolver = SecretResolver(
             environ=runtime.environ, profile=config.core.fermix_core.profile, host=runtime.host
         )
+        from fermix_core.sandbox import approval as sandbox_approval
+
+        approved = await anyio.to_thread.run_sync(sandbox_approval.check, runtime.home)
+        if approved.pending:
+            log.warning("sandbox: %s", approved.message())
         sandbox = SandboxPolicy.from_config(
             config,
             runtime.home.path,
             environ=runtime.environ,
             tracer=runner.tracer,
             resolver=resolver,
+            section=sandbox_approval.effective_section(config, approved),
         )
         sandbox.ensure_workspace()
+        await anyio.to_thread.run_sync(log_confinement, sandbox)
         from fermix_core.memory.plugin import open_backend
         from fermix_core.memory.review import MemoryReviewer
 
@@ -144,6 +165,19 @@ class FermixService:
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
+        from fermix_core.jobs.delivery import channel_port
+        from fermix_core.jobs.wiring import JobsRuntime
+
+        service.jobs = await JobsRuntime.open(
+            runtime,
+            capabilities=capabilities,
+            services=runner.services,
+            tracer=tracer,
+            conversations=service.store,
+            ports=lambda name: channel_port(service, name),
+        )
+        service._closers.append(service.jobs.aclose)
+        runner.services["jobs"] = service.jobs.service
         policies = {
             CLI_CHANNEL: TrustPolicy(
                 owner_id=None, allowed_ids=(), command_allowlist=(), local=True
@@ -170,6 +204,8 @@ class FermixService:
                     agent_available=lambda: service.available,
                 )
                 service.cli_features = ChannelFeatures(local=True)
+                if scheduler:
+                    await tg.start(service.jobs.scheduler.serve)
                 yield service
                 tg.cancel_scope.cancel()
         finally:
@@ -199,7 +235,7 @@ class FermixService:
         )
         self.routes = plan
         if plan.primary is None:
-            log.warning("no provider configured: %s", plan.reason)
+            log.warning("%s", plan.reason)  # the reason already says "no provider configured"
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
         # older than 15 s are discarded at checkout.

@@ -13,6 +13,10 @@ shape this module:
   ``FERMIX_OPIK_ENABLED=1`` without ``FERMIX_TRACE_CONTENT=0``) turns capture on, and then
   bodies are written whole — no truncation at all, because a trace that cut the one line
   that mattered would be useless.
+* **Never a secret.** Capture on or off, every string of a record passes through the log
+  redactor (:func:`fermix_core.logs.redact`: vendor token shapes plus the exact values of
+  the configured secrets) before it is cut or written, so a provider error that echoes a
+  key, or a captured request carrying one, stores ``[REDACTED:<vendor>]`` instead.
 
 Each record is one line written with a single ``write(2)`` on an ``O_APPEND`` descriptor
 under a lock, so concurrent writers (threads, or the CLI and the daemon) never interleave
@@ -40,6 +44,7 @@ from types import TracebackType
 from typing import Any
 
 from fermix_core.home import FermixHome
+from fermix_core.logs import redact
 
 __all__ = [
     "CONTENT_ENV",
@@ -140,22 +145,25 @@ class Body:
 
 
 def _plain(value: Any) -> Any:
-    """A JSON-ready form of *value* without any bounding (pydantic, dataclasses, paths)."""
+    """A JSON-ready, redacted form of *value* without any bounding (pydantic, dataclasses)."""
     if isinstance(value, Body):
         return _plain(value.value)
-    if value is None or isinstance(value, bool | int | float | str):
+    if isinstance(value, str):
+        return redact(value)
+    if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, enum.Enum):
         return _plain(value.value)
     if hasattr(value, "model_dump") and callable(value.model_dump):
         try:
-            return value.model_dump(mode="json")
+            dumped = value.model_dump(mode="json")
         except Exception:  # a model that cannot dump still gets a line
-            return repr(value)
+            return redact(repr(value))
+        return _plain(dumped)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {redact(str(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_plain(v) for v in value]
     if isinstance(value, bytes | bytearray):
@@ -166,7 +174,7 @@ def _plain(value: Any) -> Any:
         return str(value)
     if isinstance(value, BaseException):
         return _error_fields(value, bounded=False)
-    return repr(value)
+    return redact(repr(value))
 
 
 def _size(value: Any) -> dict[str, Any]:
@@ -209,6 +217,7 @@ def _bounded(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Body):
         return _size(value.value)
     if isinstance(value, str):
+        value = redact(value)  # before cutting: half a key is still a leak
         if len(value) > MAX_FIELD_CHARS:
             return f"{value[:MAX_FIELD_CHARS]}…[+{len(value) - MAX_FIELD_CHARS} chars]"
         return value
@@ -224,7 +233,7 @@ def _bounded(value: Any, depth: int = 0) -> Any:
             if i >= _MAX_ITEMS:
                 out["…"] = f"+{len(value) - _MAX_ITEMS} keys"
                 break
-            key = str(k)
+            key = redact(str(k))
             out[key] = _size(v) if key in CONTENT_FIELDS else _bounded(v, depth + 1)
         return out
     if isinstance(value, list | tuple | set | frozenset):
@@ -240,7 +249,7 @@ def _bounded(value: Any, depth: int = 0) -> Any:
 
 
 def _error_fields(exc: BaseException, *, bounded: bool) -> dict[str, Any]:
-    message = str(exc)
+    message = redact(str(exc))
     if bounded and len(message) > _MAX_ERROR_CHARS:
         message = f"{message[:_MAX_ERROR_CHARS]}…"
     fields: dict[str, Any] = {"type": type(exc).__name__, "message": message}

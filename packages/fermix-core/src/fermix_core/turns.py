@@ -391,6 +391,7 @@ class TurnRunner:
             mode=mode,
             session_id=session_id,
             emit=self.emit,
+            dialect=reply_dialect(job.reply),
         )
 
     async def _run_loop(
@@ -578,6 +579,14 @@ class TurnRunner:
                 cwd=original.cwd,
             )
         )
+
+
+def reply_dialect(reply: Any) -> str:
+    """The presentation dialect behind a reply port: its own, else its channel's."""
+    dialect = getattr(reply, "dialect", None) or getattr(
+        getattr(reply, "channel", None), "dialect", None
+    )
+    return dialect if isinstance(dialect, str) and dialect else "plain"
 
 
 def user_message(message: Any) -> Message:

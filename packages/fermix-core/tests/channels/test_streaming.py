@@ -10,14 +10,15 @@ from __future__ import annotations
 import anyio
 import pytest
 from fermix_core.channel import ChannelError
+from fermix_core.channels.presentation import rendered_length
 from fermix_core.channels.streaming import (
     BLOCK_MAX_CHARS,
     BLOCK_MIN_CHARS,
+    DRAFT_HARD_CHARS,
     DRAFT_SEAL_CHARS,
     StreamController,
+    complete_prefix,
     extension_point,
-    ladder_cut,
-    seal_point,
     status_line,
 )
 from fermix_core.gateway.reply import ChannelReplyPort, features_of
@@ -106,26 +107,12 @@ def section(title: str, words: int) -> str:
 # --------------------------------------------------------------------------- boundaries
 
 
-def test_seal_point_prefers_a_heading_then_a_paragraph_and_skips_code_fences() -> None:
-    text = section("One", 150) + section("Two", 150) + "tail"
-    cut = seal_point(text, soft=1000, hard=1800)
-    assert cut is not None and text[cut:].startswith("## Two")
-    flat = ("para " * 150 + "\n\n") * 3
-    cut = seal_point(flat, soft=1000, hard=1800)
-    assert cut is not None and flat[:cut].endswith("\n\n")
-    fenced = "```\n" + "# not a heading\n\n" * 80 + "```\n"
-    assert seal_point(fenced, soft=200, hard=5000) is None
-
-
-def test_ladder_cut_stays_in_range_and_never_splits_a_fence() -> None:
-    text = " ".join(f"Sentence number {n} is here." for n in range(100))
-    cut = ladder_cut(text)
-    assert cut is not None
-    assert BLOCK_MIN_CHARS <= len(text[:cut].rstrip()) <= BLOCK_MAX_CHARS
-    assert text[:cut].rstrip().endswith(".")
-    code = "intro\n\n```python\n" + "x = 1\n" * 400 + "```\n"
-    cut = ladder_cut(code)
-    assert cut is not None and code[:cut].strip() == "intro"
+def test_complete_prefix_ends_on_a_sentence_or_paragraph_outside_fences() -> None:
+    assert complete_prefix("Done. Still go") == len("Done. ")
+    assert complete_prefix("All done here.") == len("All done here.")
+    assert complete_prefix("no sentence end yet") is None
+    text = "Intro.\n\n```\nprint('a. b. c.')\n"
+    assert complete_prefix(text) == len("Intro.\n\n")  # nothing inside the open fence
 
 
 def test_extension_point_ignores_whitespace_but_not_words() -> None:
@@ -407,3 +394,86 @@ async def test_a_failed_send_in_block_mode_hands_back_only_what_was_not_delivere
     await r.item("Second item.")
     assert await r.stream.finish("First item.\n\nSecond item.") == "Second item."
     assert r.visible == ["First item."]
+
+
+async def test_cards_are_measured_in_the_channels_dialect() -> None:
+    channel = await running(MemoryChannel("tg"))
+    port = ChannelReplyPort(channel, features_of(channel))
+    clock = Clock()
+    stream = StreamController(
+        port, chat_id="chat", mode="draft", clock=clock, dialect="telegram_html"
+    )
+    para = " ".join(f"**bold{n}** and [link {n}](https://example.com/{n})." for n in range(12))
+    answer = "\n\n".join(f"## Section {n}\n\n{para}" for n in range(6))
+    for start in range(0, len(answer), 70):
+        stream.on_event(
+            StreamEvent(kind=StreamEventKind.TEXT_DELTA, text=answer[start : start + 70])
+        )
+        clock.advance(1.0)
+        await stream.tick()
+    assert await stream.finish(answer) is None
+    cards = channel.visible("chat")
+    assert len(cards) >= 3
+    assert all(rendered_length(card, "telegram") <= DRAFT_HARD_CHARS for card in cards)
+    assert all(card.startswith("## Section") for card in cards)
+
+
+async def test_an_unbreakable_code_block_stops_the_live_card_and_is_handed_back() -> None:
+    r = await rig("draft")
+    code = "```python\n" + "".join(f"value_{n} = compute({n})\n" for n in range(120)) + "```"
+    answer = "Here is the script you asked for.\n\n" + code
+    for start in range(0, len(answer), 60):
+        await r.text(answer[start : start + 60])
+        await r.later(1.0)
+    assert all(len(card) <= 1800 for card in r.visible)
+    rest = await r.stream.finish(answer)
+    # The code block cannot be cut and is too long for a card: the port delivers it (as a
+    # file attachment where it is too long for a message); the intro stays a card.
+    assert rest is not None and rest.startswith("```python") and rest.endswith("```")
+    assert r.visible == ["Here is the script you asked for."]
+
+
+# --------------------------------------------------------------------------- the runtime's port
+
+
+class _Section:
+    def __init__(self, streaming: str | None) -> None:
+        self.streaming = streaming
+
+
+class _Runtime:
+    def emit(self, name: str, **data) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("supports_draft", "configured", "streaming", "mode"),
+    [
+        (True, None, "draft", "draft"),  # Telegram: draft by default
+        (False, None, "block", "block"),  # can edit, not draft-capable (Slack): block
+        (False, "draft", "draft", "off"),  # explicit draft there: kept, streams nothing
+        (True, "off", "off", "off"),
+        (True, "block", "block", "block"),
+    ],
+)
+def test_the_runtime_port_carries_the_configured_and_derived_mode(
+    supports_draft, configured, streaming, mode
+) -> None:
+    from fermix_core.channels.runtime import ChannelHealth, _Slot, default_port
+    from fermix_core.specs import ChannelSpec
+
+    spec = ChannelSpec(name="chat", factory="x:y", supports_draft=supports_draft)
+    slot = _Slot(spec=spec, section=_Section(configured), health=ChannelHealth("chat"))
+    port = default_port(MemoryChannel("chat"), spec, slot, _Runtime())
+    assert (port.features.streaming, port.features.stream_mode) == (streaming, mode)
+
+
+async def test_a_refused_status_line_does_not_stop_the_answer() -> None:
+    r = await rig("draft")
+    r.channel.fail_next(ChannelError("rate limited"))
+    await r.reasoning("**Thinking**")  # the platform refuses the 💭 line
+    await r.reasoning("**Still thinking**")  # no more attempts this turn
+    await r.text("The answer arrives anyway, long enough to open.")
+    assert r.visible == ["The answer arrives anyway, long enough to open."]
+    assert await r.stream.finish("The answer arrives anyway, long enough to open.") is None
+    assert r.visible == ["The answer arrives anyway, long enough to open."]

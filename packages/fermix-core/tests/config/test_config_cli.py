@@ -175,8 +175,11 @@ def test_get_forms(cli, write_config) -> None:
     write_config('[sandbox]\nallowed_roots = ["/srv/a"]\n')
     assert cli("get", "sandbox.allowed_roots").stdout == '["/srv/a"]\n'
     assert cli("get", "sandbox.allowed_roots", "--json").stdout == '["/srv/a"]\n'
-    assert cli("get", "fermix_core.agent.user_name").stdout == ""
-    assert cli("get", "fermix_core.agent.user_name", "--json").stdout == "null\n"
+    unset = cli("get", "fermix_core.agent.user_name")
+    assert (unset.exit_code, unset.stdout) == (1, "")
+    assert "fermix_core.agent.user_name is not set; `fermix config set" in unset.stderr
+    unset_json = cli("get", "fermix_core.agent.user_name", "--json")
+    assert (unset_json.exit_code, unset_json.stdout) == (1, "null\n")
     assert cli("get", "sandbox.env").stdout.startswith("allow = []")
     missing = cli("get", "sandbox.moed")
     assert missing.exit_code == 1

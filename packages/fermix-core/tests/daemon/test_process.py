@@ -80,3 +80,21 @@ def test_wait_for_exit_sees_a_graceful_stop(tmp_path) -> None:
     assert stop_process(info, timeout=5) == "stopped"
     child.wait()
     assert wait_for_exit(child.pid, 0.1)
+
+
+def test_a_killed_but_unreaped_process_is_not_alive() -> None:
+    """A SIGKILLed daemon stays a zombie until reaped; `fermix start` must not wait on it."""
+    import signal
+
+    from fermix_core.daemon.process import process_start_time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        info = PidInfo(child.pid, process_start_time(child.pid), "0", "/nonexistent")
+        assert alive(info) is True
+        os.kill(child.pid, signal.SIGKILL)
+        assert wait_for_exit(child.pid, 10)  # exited, but not reaped: a zombie
+        assert alive(info) is False
+    finally:
+        child.kill()
+        child.wait()

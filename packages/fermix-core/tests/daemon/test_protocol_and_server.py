@@ -102,3 +102,31 @@ def test_encode_refuses_oversized_frames() -> None:
 
     with pytest.raises(ProtocolError):
         encode({"x": "a" * (MAX_FRAME_BYTES + 1)})
+
+
+async def test_error_messages_to_the_client_are_redacted(sock) -> None:
+    from fermix_core import logs
+
+    plain = "plainkey-7QwX9z"
+    logs.add_known_secret(plain)
+
+    async def leaky(params):
+        raise RuntimeError(f"provider said: bad key {plain} / ghp_{'a1' * 18}")
+
+    async def leaky_refusal(params):
+        raise MethodError("refused", f"cannot use {plain}")
+
+    server = ControlServer(sock, {"leaky": leaky, "refusal": leaky_refusal})
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            async with DaemonClient(sock) as client:
+                for method in ("leaky", "refusal"):
+                    with pytest.raises(RemoteError) as info:
+                        await client.call(method)
+                    text = str(info.value)
+                    assert plain not in text and "ghp_" not in text
+                    assert "[REDACTED:" in text
+            tg.cancel_scope.cancel()
+    finally:
+        logs.forget_known_secrets()

@@ -61,6 +61,10 @@ def test_streaming_mode_derives_from_editing_and_keeps_an_explicit_choice() -> N
     assert mismatch.streaming == "draft"
     assert mismatch.stream_mode == "off"
     assert ChannelFeatures().stream_mode == "off"  # local surfaces never stream
+    # A channel that can edit but is not draft-capable (the runtime passes the spec's
+    # supports_draft: Slack) streams in blocks by default, and an explicit draft is off.
+    assert features_of(editable, draft=False).streaming == "block"
+    assert features_of(editable, draft=False, streaming="draft").stream_mode == "off"
     with pytest.raises(ValueError, match="'off', 'draft', 'block'"):
         features_of(editable, streaming="fast")
 

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from fermix_core.agent import CapabilityRegistry
+from fermix_core.channel import ConversationKey
 from fermix_core.home import FermixHome
 from fermix_core.jobs.clock import FakeClock
 from fermix_core.jobs.delivery import Deliverer
@@ -450,3 +451,30 @@ async def test_history_messages_are_never_sent(kit: Kit) -> None:
     await kit.execute(kit.runner(), job, run)
     assert all(isinstance(m, Message) for m in kit.primary.requests[0].messages)
     assert len(kit.primary.requests[0].messages) == 2
+
+
+async def test_a_runs_transcript_is_kept_as_job_history_but_never_replayed(
+    kit: Kit, tmp_path: Path
+) -> None:
+    from fermix_core.store import ConversationStore
+
+    conversations = await ConversationStore.open(tmp_path / "memory.db")
+    try:
+        runner = kit.runner(conversations=conversations)
+        kit.primary.add(tool_call("note", {"text": "a"}), "first result")
+        job, run = await kit.claim()
+        await kit.execute(runner, job, run)
+        second = await kit.store.claim(
+            job.id, now=T0 + 5, trigger="manual", session_id="cron_x_2", config=run.config
+        )
+        kit.primary.add("second result")
+        await kit.execute(runner, job, second)
+        assert len(kit.primary.requests[-1].messages) == 2  # still only system + task
+        key = ConversationKey("job", job.id, None)
+        window = await conversations.load_window(await conversations.conversation_id(key))
+        texts = [m.message.text for m in window if m.message.role in ("user", "assistant")]
+        assert texts[-2:] == ["Summarise the news", "second result"]
+        assert "first result" in texts
+        assert {m.speaker for m in window} == {"job"}
+    finally:
+        await conversations.close()

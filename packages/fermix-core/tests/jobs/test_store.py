@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from fermix_core.jobs.memory_store import InMemoryJobStore
 from fermix_core.jobs.store import (
     COMPONENT,
     SCHEMA_VERSION,
@@ -24,6 +25,13 @@ pytestmark = pytest.mark.anyio
 class TestSqliteJobStore(JobStoreContract):
     async def open_store(self, tmp_path: Path) -> SqliteJobStore:
         return await SqliteJobStore.open(tmp_path / "memory.db")
+
+
+class TestInMemoryJobStore(JobStoreContract):
+    """The second implementation: the scheduler needs the contract, not SQLite."""
+
+    async def open_store(self, tmp_path: Path) -> InMemoryJobStore:
+        return InMemoryJobStore()
 
 
 async def test_shares_memory_db_with_the_conversation_store(tmp_path: Path) -> None:
@@ -110,4 +118,23 @@ async def test_two_processes_never_claim_the_same_job(tmp_path: Path) -> None:
     assert sum(wins) == count
     for n in range(count):
         assert len(await store.list_runs(f"j{n}")) == 1
+    await store.aclose()
+
+
+async def test_the_scheduler_queries_use_their_indexes(tmp_path: Path) -> None:
+    """A pass over many idle jobs must stay index lookups (the tick budget depends on it)."""
+    store = await SqliteJobStore.open(tmp_path / "memory.db")
+    conn = store._sync.conn
+    for n in range(50):
+        await store.create_job(make_job(f"j{n}", expires_at=T0 + 9000 if n % 5 == 0 else None))
+    plans = {
+        "due": "SELECT * FROM jobs WHERE status = 'scheduled' AND next_run_at <= 1 "
+        "ORDER BY next_run_at, id LIMIT 64",
+        "next": "SELECT MIN(next_run_at) FROM jobs WHERE status = 'scheduled'",
+    }
+    for name, sql in plans.items():
+        detail = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+        assert "ix_jobs_due" in detail, (name, detail)
+    source = Path(__file__).parents[2] / "src/fermix_core/jobs/store.py"
+    assert source.read_text().count("INDEXED BY ix_jobs_expiry") == 2
     await store.aclose()

@@ -94,3 +94,25 @@ def test_routing_errors_become_sentences() -> None:
 def test_unexpected_exceptions_reveal_nothing() -> None:
     text = user_message(RuntimeError("token sk-abc123 leaked in a traceback"))
     assert "sk-abc123" not in text and "try again" in text
+
+
+def test_provider_text_in_a_reply_is_redacted() -> None:
+    import json
+    from pathlib import Path
+
+    from fermix_core import logs
+
+    corpus = json.loads(
+        (Path(__file__).parents[1] / "data" / "token_corpus.json").read_text("utf-8")
+    )
+    tokens = [entry["token"] for entry in corpus["positive"]]
+    plain = "no-shape-key-4471"
+    logs.add_known_secret(plain)
+    try:
+        for kind in (ErrorKind.SERVER_ERROR, ErrorKind.INVALID_REQUEST, ErrorKind.UNKNOWN):
+            body = f"echo {plain} " + " ".join(tokens)
+            text = user_message(ProviderError(kind, body, provider="openai"))
+            assert plain not in text and not [t for t in tokens if t in text], kind
+            assert "[REDACTED:secret]" in text
+    finally:
+        logs.forget_known_secrets()

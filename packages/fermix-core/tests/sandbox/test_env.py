@@ -129,3 +129,41 @@ def test_describe_masks_credential_like_plain_values(layout) -> None:
     policy = layout.policy(environ={}, env_set={"PAGER": "cat", "API_TOKEN": "plain-secret"})
     shown = policy.describe()["env"]["set"]
     assert shown == {"PAGER": "cat", "API_TOKEN": "********"}
+
+
+def test_a_star_glob_withholds_credentials_by_name_and_by_value(layout) -> None:
+    """Each of these passed `allow = ["*"]` before."""
+    host = {
+        "PATH": "/usr/bin",
+        "MYSQL_PWD": "hunter2",
+        "DOCKER_PASS": "hunter2",
+        "DATABASE_URL": "postgres://app:hunter2@db.internal:5432/app",
+        "SENTRY_DSN": "https://0123456789abcdef0123456789abcdef@o1.ingest.sentry.io/42",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+        # No telling name at all: caught by the value.
+        "BACKEND": "redis://default:s3cret-pass@cache:6379/0",
+        "HOOK": "https://hooks.slack.com/services/T111/B111/YYYYYYYY",
+        "OPAQUE": "ghp_" + "a1" * 18,
+        # Not credentials: these still pass.
+        "PWD": "/home/me",
+        "API_BASE": "https://api.example.com/v1",
+        "PUBLIC_URL": "https://user@example.com/",
+        "EDITOR": "vim",
+    }
+    env = layout.policy(environ=host, env_allow=("*",)).child_env()
+    for name in (
+        "MYSQL_PWD",
+        "DOCKER_PASS",
+        "DATABASE_URL",
+        "SENTRY_DSN",
+        "SLACK_WEBHOOK_URL",
+        "BACKEND",
+        "HOOK",
+        "OPAQUE",
+    ):
+        assert name not in env, name
+    assert "hunter2" not in repr(env) and "s3cret" not in repr(env)
+    for name in ("PWD", "API_BASE", "PUBLIC_URL", "EDITOR"):
+        assert env[name] == host[name], name
+    exact = layout.policy(environ=host, env_allow=("*", "DATABASE_URL")).child_env()
+    assert exact["DATABASE_URL"] == host["DATABASE_URL"]  # named exactly: the owner's choice

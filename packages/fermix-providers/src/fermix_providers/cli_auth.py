@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from fermix_core.cli.app import HelpfulGroup
 
 __all__ = ["app", "build_app"]
 
 _SETTINGS: dict[str, Any] = {
+    # Core's group class: whole help lines, "did you mean" for a mistyped subcommand.
+    "cls": HelpfulGroup,
     "add_completion": False,
     "rich_markup_mode": None,
     "pretty_exceptions_enable": False,

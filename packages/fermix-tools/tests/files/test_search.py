@@ -3,6 +3,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
 from fermix_core.testing import ToolContract
 from fermix_core.tool import ToolError, build_tool
@@ -257,3 +258,82 @@ async def test_a_huge_matching_line_does_not_end_the_search(grep_tool, ctx, work
     out = await grep_tool.invoke({"pattern": "needle"}, ctx)
     assert [Path(m["path"]).name for m in out.data["matches"]] == ["a-minified.js", "b-later.txt"]
     assert not out.data["more"] and len(out.text) < 2_000
+
+
+# --------------------------------------------------------------------------- no freezing
+
+PATHOLOGICAL_GLOB = "*a" * 18 + "b"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "hits", "misses"),
+    [
+        ("{src,docs}/**/*.{py,md}", ["src/x/a.py", "docs/a.md"], ["lib/a.py", "src/a.rs"]),
+        ("[a-c]x", ["bx", "d/cx"], ["dx", "b/x"]),
+        ("**", ["a", "a/b/c"], []),
+        ("a/**/b", ["a/b", "a/x/y/b"], ["a/xb", "b"]),
+        ("***.py", ["x.py", "d/x.py"], ["x.pyc"]),
+    ],
+)
+def test_glob_dialect_more(pattern, hits, misses) -> None:
+    glob = compile_glob(pattern)
+    for path in hits:
+        assert glob.match(path), (pattern, path)
+    for path in misses:
+        assert not glob.match(path), (pattern, path)
+
+
+def test_a_backtracking_glob_matches_in_linear_time() -> None:
+    """The 37-character pattern that pinned a core for 30 s as a regex."""
+    glob = compile_glob(PATHOLOGICAL_GLOB)
+    assert not glob.match("a" * 60)
+    assert glob.match("a" * 18 + "b")
+    assert not compile_glob("*" * 500 + "x").match("y" * 4000)
+
+
+def test_brace_bombs_are_refused() -> None:
+    with pytest.raises(ToolError, match="alternatives"):
+        compile_glob("{a,b}" * 12)
+
+
+async def test_the_loop_answers_while_glob_search_runs(glob_tool, ctx, workspace) -> None:
+    (workspace / ("a" * 60)).write_text("x")
+    done: list[str] = []
+
+    async def search() -> None:
+        out = await glob_tool.invoke({"pattern": PATHOLOGICAL_GLOB}, ctx)
+        assert "no files matching" in out.text
+        done.append("search")
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(search)
+    assert done == ["search"]
+
+
+async def test_a_backtracking_regex_stops_and_the_loop_answers(ctx, workspace, monkeypatch):
+    """Python fallback (look-around is not ripgrep's dialect): the match runs with the GIL
+    released and a per-line limit, so other work on the loop goes on meanwhile."""
+    monkeypatch.setattr(grep, "LINE_MATCH_LIMIT", 0.5)
+    (workspace / "bomb.txt").write_text("a" * 34 + "!\n")
+    tool = build_tool(CONTENT_SEARCH)
+    order: list[str] = []
+    started = anyio.Event()
+
+    async def search() -> None:
+        started.set()
+        out = await tool.invoke({"pattern": "(?=a)^(a|aa)+$"}, ctx)
+        assert "backtracks" in out.text, out.text
+        order.append("search")
+
+    async def heartbeat() -> None:
+        await started.wait()
+        for _ in range(5):
+            await anyio.sleep(0.01)
+        order.append("heartbeat")
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(search)
+            group.start_soon(heartbeat)
+    assert order == ["heartbeat", "search"]

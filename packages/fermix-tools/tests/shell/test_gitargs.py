@@ -183,7 +183,17 @@ def test_risky_repository_config_is_found() -> None:
             "local",
             "user.name\nDev",
             "local",
-            "gpg.ssh.program\n/tmp/sign",
+            "gpg.ssh.program\n/tmp/sign",  # pinned to false on the command line: harmless
+            "local",
+            "trailer.sign.cmd\ntouch /tmp/x",
+            "local",
+            "core.worktree\n/elsewhere",
+            "local",
+            "include.path\n/elsewhere/cfg",
+            "global",
+            "trailer.x.command\nevil",
+            "global",
+            "alias.st\nstatus",
             "",
         ]
     )
@@ -191,5 +201,8 @@ def test_risky_repository_config_is_found() -> None:
         "filter.x.smudge",
         "diff.pdf.textconv",
         "merge.ours.driver",
-        "gpg.ssh.program",
+        "trailer.sign.cmd",
+        "core.worktree",
+        "include.path",
+        "trailer.x.command",
     ]

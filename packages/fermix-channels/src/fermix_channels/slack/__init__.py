@@ -2,6 +2,6 @@
 
 One module per concern: ``config`` (the section), ``verify`` (request signatures), ``parse``
 (event payloads into :class:`~fermix_core.channel.InboundMessage`), ``client`` (the Web API
-over slack_sdk, errors mapped onto the channel's typed errors), ``socket`` (the Socket Mode
+over the shared httpx client, errors mapped onto the typed errors), ``socket`` (the Socket Mode
 connection), ``adapter`` (the :class:`~fermix_core.channel.Channel`).
 """

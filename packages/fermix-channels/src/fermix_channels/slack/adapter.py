@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 import anyio
+import httpx
 from fermix_core.channel import (
     Attachment,
     AttachmentKind,
@@ -60,6 +61,8 @@ log = logging.getLogger("fermix_channels.slack")
 WEBHOOK_PATH = "/webhook/slack"
 #: Events API bodies are a few kilobytes; anything near this is not from Slack.
 MAX_WEBHOOK_BODY = 1_048_576
+#: How long start() waits for the first Socket Mode hello before returning anyway.
+SOCKET_HELLO_WAIT = 10.0
 #: Largest file taken from an inbound message; larger ones are named in the text instead.
 MAX_INBOUND_FILE = 25 * 1024 * 1024
 
@@ -169,17 +172,21 @@ class SlackChannel(Channel):
     text_measure = "chars"
     media_caps = MappingProxyType({"document": MAX_UPLOAD_BYTES})
     reactions_allowed = REACTIONS
+    #: Slack lets an app post about one message per second to one channel (short bursts
+    #: aside); the core's outbound port paces each chat to it instead of meeting 429s.
+    send_interval = 1.0
 
     def __init__(
         self,
         config: SlackConfig | None = None,
         *,
-        http: Any = None,
+        http: httpx.AsyncClient | None = None,
         home: Any = None,
         now: Callable[[], float] = time.time,
         **_: Any,
     ) -> None:
         self.config = config if config is not None else SlackConfig()
+        self._http = http
         self._now = now
         self.host: ChannelHost | None = None
         #: Whether start() ever ran: a route hit before any start belongs to a channel the
@@ -229,7 +236,7 @@ class SlackChannel(Channel):
         self._ever_started = True
         host.report("starting")
         token = await self._require("bot_token", "SLACK_BOT_TOKEN", "replies need it")
-        self.api = SlackApi(token, self.config.api_base_url)
+        self.api = SlackApi(token, self.config.api_base_url, http=self._http or host.http)
         if self.config.mode == "events":
             await self._ensure_verifier()
         else:
@@ -252,6 +259,12 @@ class SlackChannel(Channel):
             # The scope exists before the task runs, so a stop() right after start() holds.
             self._scope = anyio.CancelScope()
             host.task_group.start_soon(self._run_socket, self._socket, self._scope)
+            # Running means connected: wait (bounded) for Slack's hello, which reports ready.
+            # Past the bound the loop keeps trying and the channel shows as degraded.
+            with anyio.move_on_after(SOCKET_HELLO_WAIT):
+                await self._socket.greeted.wait()
+            if not self._socket.greeted.is_set():
+                host.report("degraded", "no Socket Mode hello from Slack yet; still trying")
         else:
             host.report("ready")
 

@@ -1,41 +1,47 @@
-"""The Slack Web API through slack_sdk's ``AsyncWebClient``, errors mapped to the channel's.
+"""The Slack Web API over the runtime's shared httpx client, errors mapped to the channel's.
 
-One :class:`SlackApi` per adapter holds one aiohttp session (connections are reused across
-sends), talks to ``api_base_url`` (Slack, a proxy, or a test double) and turns every failure
-into the typed errors the core's outbound path acts on:
+The adapter calls eight methods — ``auth.test``, ``apps.connections.open``,
+``chat.postMessage``, ``chat.update``, ``chat.delete``, ``reactions.add``, ``files.delete``
+and the ``files_upload_v2`` sequence (``files.getUploadURLExternal``, a POST of the bytes to
+the returned upload URL, ``files.completeUploadExternal``) — plus downloads of the files
+people share. That is a small API, so it is spoken here directly over the daemon's shared
+``httpx.AsyncClient`` rather than through slack_sdk's ``AsyncWebClient``: the SDK's generated
+clients and the aiohttp stack under them cost an idle daemon ~16 MiB of resident memory
+(``bench/bench_slack.py``), against a budget of 10 MiB for Slack and WhatsApp together. The
+tests point slack_sdk's own client at the loopback Slack these calls are tested against, so
+that stand-in speaks what the SDK speaks.
+
+Every method is a form-encoded POST to ``<api_base_url><method>`` with
+``Authorization: Bearer <token>`` (nested values JSON-encoded, as Slack documents), and every
+failure becomes one of the typed errors the core's outbound path acts on:
 
 * HTTP 429 or ``ratelimited`` → :class:`~fermix_core.channel.ChannelRateLimited` with
   Slack's ``Retry-After``;
-* HTTP 5xx, Slack's own transient codes, timeouts and network errors →
-  :class:`~fermix_core.channel.ChannelTransientError`;
-* any other ``ok: false`` → :class:`~fermix_core.channel.ChannelError` naming Slack's error
-  code and, for the common ones, what to do.
+* HTTP 5xx, Slack's own transient codes, timeouts, network errors and answers that are not
+  the Web API's JSON → :class:`~fermix_core.channel.ChannelTransientError`;
+* any other ``ok: false`` → :class:`SlackRefused` naming Slack's error code and, for the
+  common ones, what to do.
 
-The SDK's own retry handlers are switched off: retrying is the core's job, with its pacing.
-The SDK logs request and response bodies at DEBUG; its logger here is held at INFO so a
-message's text never reaches a log line.
+No retry happens here: retrying is the core's job, with its pacing. Tokens and message text
+never appear in an error or a log line.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
+import json
 import urllib.parse
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
+import httpx
 from fermix_core.channel import ChannelError, ChannelRateLimited, ChannelTransientError
-from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
-from slack_sdk.web.async_client import AsyncWebClient
 
-__all__ = ["MAX_UPLOAD_BYTES", "SlackApi", "SlackRefused", "map_error"]
+__all__ = ["MAX_UPLOAD_BYTES", "SlackApi", "SlackRefused"]
 
-#: Slack's file size limit for files_upload_v2.
+#: Slack's file size limit for uploads.
 MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 
-_sdk_log = logging.getLogger("fermix_channels.slack.sdk")
-_sdk_log.setLevel(logging.INFO)
+_API_TIMEOUT = httpx.Timeout(30.0, connect=15.0)
+_TRANSFER_TIMEOUT = httpx.Timeout(300.0, connect=15.0)
 
 #: Slack error codes that mean "try again later" rather than "this will never work".
 _TRANSIENT_CODES = frozenset(
@@ -44,10 +50,10 @@ _TRANSIENT_CODES = frozenset(
 
 #: What to do next for the refusals an operator is likely to meet.
 _HINTS = {
-    "invalid_auth": "the token is wrong; copy the Bot User OAuth Token into bot_token again",
-    "not_authed": "no bot_token is configured in [fermix_channels.slack]",
-    "token_revoked": "the bot token was revoked; reinstall the app and set the new bot_token",
-    "account_inactive": "the bot token belongs to a deleted or deactivated app",
+    "invalid_auth": "the token is wrong; copy it from the Slack app's settings again",
+    "not_authed": "no token is configured in [fermix_channels.slack]",
+    "token_revoked": "the token was revoked; reinstall the app and set the new token",
+    "account_inactive": "the token belongs to a deleted or deactivated app",
     "channel_not_found": "the bot cannot see this channel; invite it with /invite @<bot>",
     "not_in_channel": "invite the bot to the channel with /invite @<bot>",
     "is_archived": "the channel is archived",
@@ -71,169 +77,117 @@ class SlackRefused(ChannelError):
         super().__init__(message)
 
 
-def _status(response: Any) -> int | None:
-    for attribute in ("status_code", "status"):
-        value = getattr(response, attribute, None)
-        if isinstance(value, int):
-            return value
-    return None
-
-
-def _header(response: Any, name: str) -> str | None:
-    headers = getattr(response, "headers", None) or {}
-    for key, value in dict(headers).items():
-        if str(key).lower() == name.lower():
-            return value[0] if isinstance(value, list) and value else str(value)
-    return None
-
-
-def _error_code(response: Any) -> str | None:
-    data = getattr(response, "data", None)
-    if isinstance(data, dict):
-        code = data.get("error")
-        return code if isinstance(code, str) else None
-    return None
-
-
-def _retry_after(response: Any) -> float | None:
-    raw = _header(response, "retry-after")
+def _retry_after(response: httpx.Response) -> float | None:
+    raw = response.headers.get("retry-after")
     try:
         return max(0.0, float(raw)) if raw is not None else None
     except ValueError:
         return None
 
 
-def map_error(method: str, exc: BaseException) -> ChannelError:
-    """The channel error for a failed Web API call; never includes a token or message text."""
-    if isinstance(exc, SlackApiError):
-        response = exc.response
-        status = _status(response)
-        code = _error_code(response)
-        if status == 429 or code == "ratelimited":
-            return ChannelRateLimited(
-                _retry_after(response), f"Slack rate-limited {method}; retrying later"
-            )
-        if (status is not None and status >= 500) or code in _TRANSIENT_CODES:
-            return ChannelTransientError(
-                f"Slack {method} failed with {code or f'HTTP {status}'}; retrying later"
-            )
-        if code is None and (status is None or status < 400):
-            # Not Slack's JSON at all (a proxy's error page): worth another try.
-            return ChannelTransientError(
-                f"Slack {method} answered something that is not the Web API's JSON; retrying later"
-            )
-        label = code or f"HTTP {status}"
-        hint = _HINTS.get(code or "")
-        if code is None:
-            hint = "check api_base_url in [fermix_channels.slack]"
-        return SlackRefused(
-            method, code, f"Slack refused {method}: {label}" + (f" — {hint}" if hint else "")
-        )
-    if isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | TimeoutError | OSError):
-        return ChannelTransientError(
-            f"Slack {method} did not complete ({type(exc).__name__}); retrying later"
-        )
-    if isinstance(exc, SlackRequestError):
-        # files_upload_v2's PUT to the upload URL answered something other than 200.
-        return ChannelTransientError(f"Slack {method} failed: the file upload was not accepted")
-    if isinstance(exc, SlackClientError):
-        return ChannelError(f"Slack {method} failed: {type(exc).__name__}")
-    return ChannelError(f"Slack {method} failed: {type(exc).__name__}")
+def _form(params: dict[str, Any]) -> dict[str, str]:
+    """Slack's form encoding: booleans as ``true``/``false``, nested values as JSON."""
+    form: dict[str, str] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            form[key] = "true" if value else "false"
+        elif isinstance(value, list | dict):
+            form[key] = json.dumps(value, separators=(",", ":"))
+        else:
+            form[key] = str(value)
+    return form
 
 
 class SlackApi:
-    """The Web API calls the adapter makes, each returning Slack's JSON object."""
+    """The Web API calls the adapter makes, each returning Slack's JSON object.
 
-    def __init__(self, token: str | None, base_url: str) -> None:
+    *http* is the runtime's shared client; without one (a standalone use) the API opens
+    its own and :meth:`aclose` closes it.
+    """
+
+    def __init__(self, token: str | None, base_url: str, *, http: httpx.AsyncClient | None = None):
         self._token = token
-        self.base_url = base_url
-        self._session: aiohttp.ClientSession | None = None
-        self._client: AsyncWebClient | None = None
+        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self._http = http
+        self._own: httpx.AsyncClient | None = None
 
     @property
-    def client(self) -> AsyncWebClient:
-        """The SDK client (its aiohttp session opens on first use, inside the event loop)."""
-        if self._client is None or self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=60)
-            )
-            self._client = AsyncWebClient(
-                token=self._token,
-                base_url=self.base_url,
-                session=self._session,
-                retry_handlers=[],
-                logger=_sdk_log,
-            )
-        return self._client
+    def http(self) -> httpx.AsyncClient:
+        if self._http is not None:
+            return self._http
+        if self._own is None or self._own.is_closed:
+            self._own = httpx.AsyncClient()
+        return self._own
 
     async def aclose(self) -> None:
-        session, self._session, self._client = self._session, None, None
-        if session is not None and not session.closed:
-            await session.close()
+        own, self._own = self._own, None
+        if own is not None:
+            await own.aclose()
 
-    async def call(self, method: str, make: Callable[[AsyncWebClient], Awaitable[Any]]) -> Any:
-        """Run one SDK call, mapping its failures with :func:`map_error`."""
+    # ------------------------------------------------------------------ the wire
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, token: str | None = None
+    ) -> dict[str, Any]:
+        """One Web API method; Slack's JSON object, or a typed error."""
+        bearer = token if token is not None else self._token
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
         try:
-            response = await make(self.client)
-        except ChannelError:
-            raise
-        except Exception as exc:
-            raise map_error(method, exc) from None
-        data = getattr(response, "data", response)
-        return data if isinstance(data, dict) else {}
+            response = await self.http.post(
+                self.base_url + method,
+                data=_form(params or {}),
+                headers=headers,
+                timeout=_API_TIMEOUT,
+                follow_redirects=False,
+            )
+        except httpx.HTTPError as exc:
+            raise ChannelTransientError(
+                f"Slack {method} did not complete ({type(exc).__name__}); retrying later"
+            ) from None
+        return self._answer(method, response)
 
-    async def download(self, url: str, *, limit: int) -> bytes | None:
-        """A private file's bytes (``url_private_download``, fetched with the bot token);
-        ``None`` when it is larger than *limit*, whatever size Slack declared.
-
-        The token goes only to Slack's own file hosts (``*.slack.com``) or the configured
-        API host, never to a URL that merely appeared in a payload.
-        """
-        split = urllib.parse.urlsplit(url)
-        api_host = urllib.parse.urlsplit(self.base_url).hostname
-        host = split.hostname or ""
-        trusted = host == api_host or (split.scheme == "https" and host.endswith(".slack.com"))
-        if not trusted:
-            raise ChannelError(f"refused to fetch a Slack file from untrusted host {host!r}")
-        self.client  # noqa: B018 - opens the session
-        assert self._session is not None
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+    @staticmethod
+    def _answer(method: str, response: httpx.Response) -> dict[str, Any]:
+        status = response.status_code
         try:
-            async with self._session.get(url, headers=headers, allow_redirects=False) as response:
-                if response.status == 429:
-                    raise ChannelRateLimited(
-                        _retry_after(response), "Slack rate-limited a download"
-                    )
-                if response.status >= 500:
-                    raise ChannelTransientError(
-                        f"Slack file download failed: HTTP {response.status}"
-                    )
-                if response.status != 200:  # a redirect too: the token is not followed
-                    raise ChannelError(
-                        f"Slack refused a file download: HTTP {response.status} — the app needs "
-                        "the files:read scope"
-                    )
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(65536):
-                    data += chunk
-                    if len(data) > limit:
-                        return None
-                return bytes(data)
-        except ChannelError:
-            raise
-        except Exception as exc:
-            raise map_error("file download", exc) from None
+            data = response.json()
+        except ValueError:
+            data = None
+        code = data.get("error") if isinstance(data, dict) else None
+        code = code if isinstance(code, str) else None
+        if status == 429 or code == "ratelimited":
+            raise ChannelRateLimited(
+                _retry_after(response), f"Slack rate-limited {method}; retrying later"
+            )
+        if status >= 500 or code in _TRANSIENT_CODES:
+            raise ChannelTransientError(
+                f"Slack {method} failed with {code or f'HTTP {status}'}; retrying later"
+            )
+        if isinstance(data, dict) and data.get("ok") is True and status == 200:
+            return data
+        if code is None and status < 400:
+            # Not Slack's JSON at all (a proxy's error page): worth another try.
+            raise ChannelTransientError(
+                f"Slack {method} answered something that is not the Web API's JSON; retrying later"
+            )
+        hint = _HINTS.get(code or "") or (
+            None if code else "check api_base_url in [fermix_channels.slack]"
+        )
+        label = code or f"HTTP {status}"
+        raise SlackRefused(
+            method, code, f"Slack refused {method}: {label}" + (f" — {hint}" if hint else "")
+        )
 
     # ------------------------------------------------------------------ methods
 
     async def auth_test(self) -> dict[str, Any]:
-        return await self.call("auth.test", lambda c: c.auth_test())
+        return await self.call("auth.test")
 
     async def connections_open(self, app_token: str) -> str:
         """A fresh Socket Mode websocket URL (``apps.connections.open`` with the xapp token)."""
-        data = await self.call(
-            "apps.connections.open", lambda c: c.apps_connections_open(app_token=app_token)
-        )
+        data = await self.call("apps.connections.open", token=app_token)
         url = data.get("url")
         if not isinstance(url, str) or not url.startswith(("wss://", "ws://")):
             raise ChannelTransientError("Slack apps.connections.open returned no websocket URL")
@@ -244,34 +198,33 @@ class SlackApi:
     ) -> dict[str, Any]:
         return await self.call(
             "chat.postMessage",
-            lambda c: c.chat_postMessage(
-                channel=channel,
-                text=text,
-                thread_ts=thread_ts,
-                mrkdwn=mrkdwn,
-                unfurl_links=False,
-                unfurl_media=False,
-            ),
+            {
+                "channel": channel,
+                "text": text,
+                "thread_ts": thread_ts,
+                "mrkdwn": mrkdwn,
+                "unfurl_links": False,
+                "unfurl_media": False,
+            },
         )
 
     async def update(
         self, channel: str, ts: str, text: str, *, blocks: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
+        # An update without blocks clears any the message had, so plain → formatted edits
+        # go back to text rendering.
         return await self.call(
-            "chat.update", lambda c: c.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+            "chat.update", {"channel": channel, "ts": ts, "text": text, "blocks": blocks or []}
         )
 
     async def delete(self, channel: str, ts: str) -> dict[str, Any]:
-        return await self.call("chat.delete", lambda c: c.chat_delete(channel=channel, ts=ts))
+        return await self.call("chat.delete", {"channel": channel, "ts": ts})
 
     async def delete_file(self, file_id: str) -> dict[str, Any]:
-        return await self.call("files.delete", lambda c: c.files_delete(file=file_id))
+        return await self.call("files.delete", {"file": file_id})
 
     async def react(self, channel: str, ts: str, name: str) -> dict[str, Any]:
-        return await self.call(
-            "reactions.add",
-            lambda c: c.reactions_add(channel=channel, timestamp=ts, name=name),
-        )
+        return await self.call("reactions.add", {"channel": channel, "timestamp": ts, "name": name})
 
     async def upload(
         self,
@@ -283,15 +236,77 @@ class SlackApi:
         initial_comment: str | None,
         thread_ts: str | None,
     ) -> dict[str, Any]:
-        """``files_upload_v2``: getUploadURLExternal → POST to the upload URL → complete."""
-        return await self.call(
-            "files.upload",
-            lambda c: c.files_upload_v2(
-                channel=channel,
-                file=data,
-                filename=filename,
-                title=title or filename,
-                initial_comment=initial_comment,
-                thread_ts=thread_ts,
-            ),
+        """Slack's external upload: reserve a URL, POST the bytes there, complete the share."""
+        reserved = await self.call(
+            "files.getUploadURLExternal", {"filename": filename, "length": len(data)}
         )
+        upload_url, file_id = reserved.get("upload_url"), reserved.get("file_id")
+        if not isinstance(upload_url, str) or not isinstance(file_id, str):
+            raise ChannelTransientError("Slack files.getUploadURLExternal returned no upload URL")
+        try:
+            sent = await self.http.post(
+                upload_url,
+                content=data,
+                headers={"Content-Type": "application/octet-stream"},
+                timeout=_TRANSFER_TIMEOUT,
+                follow_redirects=False,
+            )
+        except httpx.HTTPError as exc:
+            raise ChannelTransientError(
+                f"Slack file upload did not complete ({type(exc).__name__}); retrying later"
+            ) from None
+        if sent.status_code != 200:
+            raise ChannelTransientError(
+                f"Slack file upload failed: HTTP {sent.status_code}; retrying later"
+            )
+        return await self.call(
+            "files.completeUploadExternal",
+            {
+                "files": [{"id": file_id, "title": title or filename}],
+                "channel_id": channel,
+                "initial_comment": initial_comment,
+                "thread_ts": thread_ts,
+            },
+        )
+
+    async def download(self, url: str, *, limit: int) -> bytes | None:
+        """A private file's bytes (``url_private_download``, fetched with the bot token);
+        ``None`` when it is larger than *limit*, whatever size Slack declared.
+
+        The token goes only to Slack's own file hosts (``https://*.slack.com``) or the
+        configured API host, never to a URL that merely appeared in a payload, and a
+        redirect is not followed.
+        """
+        split = urllib.parse.urlsplit(url)
+        api_host = urllib.parse.urlsplit(self.base_url).hostname
+        host = split.hostname or ""
+        trusted = host == api_host or (split.scheme == "https" and host.endswith(".slack.com"))
+        if not trusted:
+            raise ChannelError(f"refused to fetch a Slack file from untrusted host {host!r}")
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        try:
+            async with self.http.stream(
+                "GET", url, headers=headers, timeout=_TRANSFER_TIMEOUT, follow_redirects=False
+            ) as response:
+                status = response.status_code
+                if status == 429:
+                    raise ChannelRateLimited(
+                        _retry_after(response), "Slack rate-limited a download"
+                    )
+                if status >= 500:
+                    raise ChannelTransientError(f"Slack file download failed: HTTP {status}")
+                if status != 200:
+                    raise ChannelError(
+                        f"Slack refused a file download: HTTP {status} — the app needs the "
+                        "files:read scope"
+                    )
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > limit:
+                        return None
+                return bytes(data)
+        except httpx.HTTPError as exc:
+            raise ChannelTransientError(
+                f"Slack file download did not complete ({type(exc).__name__})"
+            ) from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec, SetupStepSpec
+from fermix_core.specs import ChannelSpec, DoctorCheckSpec, SetupStepSpec
 
 SPEC = ChannelSpec(
     name="slack",
@@ -34,8 +34,21 @@ def fermix_channels() -> Iterable[ChannelSpec]:
     return (SPEC,)
 
 
+DOCTOR = DoctorCheckSpec(
+    name="slack_credentials",
+    label="slack credentials",
+    check="fermix_channels.slack.doctor:check_slack",
+    order=72,
+)
+
+
+@hookimpl
+def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
+    return (DOCTOR,)
+
+
 @hookimpl
 def fermix_setup_steps() -> Iterable[SetupStepSpec]:
-    from fermix_channels.setup import SLACK_SETUP
+    from fermix_channels.slack.setup_step import SLACK_STEP
 
-    return (SLACK_SETUP.spec("fermix_channels.setup:slack_step"),)
+    return (SLACK_STEP,)

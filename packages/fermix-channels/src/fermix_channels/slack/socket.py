@@ -67,6 +67,8 @@ class SocketModeClient:
         self.ping_interval = ping_interval
         #: Connections that reached ``hello``, for tests and status.
         self.sessions = 0
+        #: Set on the first hello.
+        self.greeted = anyio.Event()
         self._connection: ClientConnection | None = None
 
     async def run(self) -> None:
@@ -137,6 +139,7 @@ class SocketModeClient:
         kind = message.get("type")
         if kind == "hello":
             self.sessions += 1
+            self.greeted.set()
             self.on_state("ready", None)
             return None
         if kind == "disconnect":

@@ -1,7 +1,4 @@
-"""``fermix doctor`` rows for channels: one per registered channel.
-
-The streaming-mode mismatch row (``streaming = "draft"`` on a channel that cannot edit)
-is :mod:`fermix_core.channels.streaming_doctor`'s.
+"""``fermix doctor`` rows for channels: one per registered channel, plus streaming mismatches.
 
 Offline checks first — is it enabled, does its section authorize anyone, can its adapter be
 imported — then, when a daemon is running, the live health it reports (state, last error,
@@ -72,7 +69,7 @@ def check_channels(ctx: DoctorContext) -> list[CheckResult]:
                 "channels",
                 Status.WARN,
                 "no channel is registered",
-                fix='install the channels: pip install "fermix[channels]"',
+                fix='install the channels: pip install "fermix-agent[channels]"',
             )
         ]
     live = daemon_channel_health(ctx.home)
@@ -123,6 +120,9 @@ def _rows(
     else:
         where = "no daemon is running" if live is None else "the daemon does not report it"
         rows.append(CheckResult(label, Status.OK, f"enabled, adapter importable ({where})"))
+    mismatch = _streaming_mismatch(spec, section)
+    if mismatch is not None:
+        rows.append(mismatch)
     return rows
 
 
@@ -151,3 +151,16 @@ def _fix_of(problem: str) -> str:
         start = problem.index("pip install")
         return problem[start:].split("`", 1)[0]
     return "upgrade the plugin that registers the channel, or disable the channel"
+
+
+def _streaming_mismatch(spec: ChannelSpec, section: Any) -> CheckResult | None:
+    """An explicit ``streaming = "draft"`` on a channel that cannot edit does not stream."""
+    if getattr(section, "streaming", None) != "draft" or spec.supports_draft:
+        return None
+    return CheckResult(
+        f"channel {spec.name} streaming",
+        Status.WARN,
+        'streaming = "draft" needs a channel that can edit its messages; '
+        f"{spec.name} cannot, so its turns do not stream at all",
+        fix=f'set streaming = "block" (or remove the key) in [fermix_channels.{spec.name}]',
+    )

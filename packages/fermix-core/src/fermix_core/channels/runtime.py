@@ -228,6 +228,8 @@ def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: Chan
         channel,
         local=not spec.remote,
         reactions=getattr(channel, "reactions_allowed", None),
+        # Draft streaming needs a draft-capable spec, not only an adapter that can edit.
+        draft=spec.supports_draft,
         streaming=streaming if isinstance(streaming, str) else None,
     )
     health = slot.health
@@ -420,6 +422,10 @@ class ChannelRuntime:
             source = self.sources.get(spec.name)
             section = channel_section(spec, self.config)
             enabled = channel_enabled(spec, section)
+            configured = (
+                self.config is None
+                or self.config.section(f"fermix_channels.{spec.name}") is not None
+            )
             health = ChannelHealth(
                 spec.name, spec.label, enabled=enabled, remote=spec.remote, source=source
             )
@@ -432,6 +438,12 @@ class ChannelRuntime:
                 slot.channel = self._build(spec, section)
             except Exception as exc:
                 problem = build_problem(spec, source, exc)
+                if not configured:
+                    # On by default, never configured, and this install lacks its adapter
+                    # (a missing extra): not an error the user asked for.
+                    log.info("%s", problem)
+                    slot.health.enabled = False
+                    continue
                 log.error("%s", problem)
                 self.set_state(slot, "refused", problem)
                 continue

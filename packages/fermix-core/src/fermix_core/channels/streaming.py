@@ -40,6 +40,7 @@ plus the turn's ``session_id``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -52,6 +53,13 @@ from typing import Any
 import anyio
 
 from fermix_core.channel import OutboundMessage
+from fermix_core.channels.presentation import (
+    DialectProfile,
+    block_cut,
+    dialect_profile,
+    rendered_length,
+    seal_point,
+)
 from fermix_core.provider import StreamEvent, StreamEventKind
 
 __all__ = [
@@ -65,9 +73,9 @@ __all__ = [
     "DRAFT_SEAL_CHARS",
     "STATUS_PREFIX",
     "StreamController",
+    "complete_prefix",
     "extension_point",
-    "ladder_cut",
-    "seal_point",
+    "status_line",
 ]
 
 log = logging.getLogger("fermix.channels.stream")
@@ -84,132 +92,49 @@ BLOCK_MIN_CHARS = 800
 BLOCK_MAX_CHARS = 1200
 BLOCK_IDLE_FLUSH = 1.0
 STATUS_PREFIX = "💭"
+#: Timers wake this much after their deadline, so a clock read a hair early is still due.
+_TIMER_SLACK = 0.005
 _STATUS_MAX = 120
 
 # --------------------------------------------------------------------------- boundaries
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*[ \t]+")
-_SPACE = re.compile(r"[ \t]+")
+#: Cut decisions render the text, which costs milliseconds per kilobyte: they are re-taken
+#: once the text grew this many characters since the last one (and always at the end).
+RECHECK_CHARS = 100
 
-#: Boundary levels, best first: the ladder every long text is cut on.
-HEADING, PARAGRAPH, LINE, SENTENCE, SPACE = range(5)
+_SENTENCE_END = re.compile(r"[.!?…。！？:]+[\"'”’)\]»]*(?:\s+|$)")
+_PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
+_FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.M)
 
 
-def _boundaries(text: str) -> list[tuple[int, int]]:
-    """``(position, level)`` of every place *text* may be cut, never inside a code fence.
+def _profile(dialect: str | DialectProfile) -> DialectProfile:
+    """The presentation profile for a channel's dialect; unknown names render as plain."""
+    if isinstance(dialect, DialectProfile):
+        return dialect
+    name = DIALECT_ALIASES.get(dialect, dialect)
+    try:
+        return dialect_profile(name)
+    except ValueError:
+        log.warning("unknown presentation dialect %r; streaming measures it as plain", dialect)
+        return dialect_profile("plain")
 
-    A position is where the next piece would start; the piece before it is
-    ``text[:position]``.
+
+#: Channel ``dialect`` names that differ from the presentation package's.
+DIALECT_ALIASES = {"telegram_html": "telegram"}
+
+
+def complete_prefix(text: str) -> int | None:
+    """The end of the last complete sentence or paragraph of growing *text*.
+
+    Used by block mode's idle flush, which sends finished sentences only; never a place
+    inside an open code fence.
     """
-    return _scan(text)[0]
-
-
-def _scan(text: str) -> tuple[list[tuple[int, int]], bool]:
-    """The boundaries of *text*, and whether it ends inside an open code fence."""
-    found: list[tuple[int, int]] = []
-    fence: str | None = None
-    previous_blank = False
-    pos = 0
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        opener = _FENCE.match(body)
-        if fence is not None:
-            closes = opener is not None and opener.group(1)[0] == fence[0]
-            if closes and len(opener.group(1)) >= len(fence) and not body[opener.end() :].strip():
-                fence = None
-            pos += len(line)
-            previous_blank = False
-            continue
-        if pos > 0:
-            if _HEADING.match(body):
-                found.append((pos, HEADING))
-            elif previous_blank and body.strip():
-                found.append((pos, PARAGRAPH))
-            else:
-                found.append((pos, LINE))
-        if opener:
-            fence = opener.group(1)
-        else:
-            for match in _SENTENCE_END.finditer(body):
-                found.append((pos + match.end(), SENTENCE))
-            for match in _SPACE.finditer(body):
-                if match.start() > 0 and match.end() < len(body):
-                    found.append((pos + match.end(), SPACE))
-        previous_blank = not body.strip()
-        pos += len(line)
-    return found, fence is not None
-
-
-def _best(
-    text: str,
-    levels: tuple[int, ...],
-    low: int,
-    high: int,
-    measure: Callable[[str], int],
-) -> int | None:
-    candidates = _boundaries(text)
-    for level in levels:
-        positions = sorted({p for p, lv in candidates if lv == level}, reverse=True)
-        for position in positions:
-            head = text[:position].rstrip()
-            if not head:
-                continue
-            size = measure(head)
-            if size > high:
-                continue
-            if size >= low:
-                return position
-            break  # positions only get shorter from here
+    ends = [m.end() for m in _PARAGRAPH.finditer(text)]
+    ends += [m.end() for m in _SENTENCE_END.finditer(text)]
+    for end in sorted(set(ends), reverse=True):
+        if len(_FENCE_LINE.findall(text[:end])) % 2 == 0:
+            return end
     return None
-
-
-def seal_point(
-    text: str,
-    *,
-    soft: int = DRAFT_SEAL_CHARS,
-    hard: int = DRAFT_HARD_CHARS,
-    measure: Callable[[str], int] = len,
-) -> int | None:
-    """Where a live draft card should be sealed: a heading, else a paragraph start.
-
-    The sealed head is at least half of *soft* and at most *hard* rendered characters;
-    ``None`` when *text* has no such boundary (yet).
-    """
-    return _best(text, (HEADING, PARAGRAPH), soft // 2, hard, measure)
-
-
-def ladder_cut(
-    text: str,
-    *,
-    low: int = BLOCK_MIN_CHARS,
-    high: int = BLOCK_MAX_CHARS,
-    measure: Callable[[str], int] = len,
-) -> int | None:
-    """The best cut of *text* into a first piece of *low*–*high* rendered characters.
-
-    Tries the ladder in order — heading, paragraph, line, sentence end, whitespace — and
-    never cuts inside a fenced code block; ``None`` when no boundary fits (a long line with
-    no space, or a code block bigger than *high*), so the caller keeps the text whole.
-    """
-    position = _best(text, (HEADING, PARAGRAPH, LINE, SENTENCE, SPACE), low, high, measure)
-    if position is None:
-        # A shorter piece beats a cut inside a word or a code block.
-        position = _best(text, (HEADING, PARAGRAPH, LINE, SENTENCE, SPACE), 1, high, measure)
-    return position
-
-
-_ENDS_SENTENCE = re.compile(r"[.!?…:][\"'”’)\]]*\s*$")
-
-
-def _complete(text: str) -> int | None:
-    """The end of the last complete sentence or paragraph of growing *text*."""
-    found, open_fence = _scan(text)
-    if _ENDS_SENTENCE.search(text) and not open_fence:
-        return len(text)
-    ends = [p for p, level in found if level in (PARAGRAPH, HEADING, SENTENCE)]
-    return max(ends) if ends else None
 
 
 def extension_point(full: str, prefix: str) -> int | None:
@@ -265,6 +190,8 @@ class _Draft:
     continued: bool = False
     #: No safe boundary before the hard cap: live edits stop, the end is delivered whole.
     overflow: bool = False
+    #: Length of the live text when sealing was last considered.
+    checked: int = 0
 
 
 @dataclass
@@ -274,8 +201,8 @@ class _Block:
     #: Text of the current output item already sent.
     sent: str = ""
     last_delta: float = 0.0
-    #: ``pending`` is over the cap with nothing to cut on yet.
-    stuck: bool = False
+    #: Length of ``pending`` when a cut was last considered.
+    checked: int = 0
 
 
 @dataclass
@@ -284,16 +211,18 @@ class _Status:
     card: _Card | None = None
     #: Block mode: every "💭" message, deleted when the answer lands.
     lines: list[str] = field(default_factory=list)
+    #: The platform refused a status message: no more of them this turn.
+    off: bool = False
 
 
 class StreamController:
     """Streams one turn's reply into one chat through a reply port.
 
     *mode* is ``"draft"`` or ``"block"`` (``features.stream_mode``). *clock* returns
-    seconds (anyio's clock by default); *measure* is the rendered length of Markdown text
-    in the channel's dialect. Call :meth:`finish` with the final answer once the loop is
-    done: it returns the text the caller must still deliver normally, or ``None`` when the
-    stream delivered everything.
+    seconds (anyio's clock by default); *dialect* is the channel's presentation dialect
+    (``Channel.dialect``), in which every size limit here is measured. Call
+    :meth:`finish` with the final answer once the loop is done: it returns the text the
+    caller must still deliver normally, or ``None`` when the stream delivered everything.
     """
 
     def __init__(
@@ -306,7 +235,7 @@ class StreamController:
         session_id: str = "",
         emit: Callable[..., Any] | None = None,
         clock: Callable[[], float] = anyio.current_time,
-        measure: Callable[[str], int] = len,
+        dialect: str | DialectProfile = "plain",
     ) -> None:
         if mode not in ("draft", "block"):
             raise ValueError(f"a stream runs in 'draft' or 'block' mode, not {mode!r}")
@@ -319,7 +248,7 @@ class StreamController:
         self.mode = mode
         self.session_id = session_id
         self.clock = clock
-        self.measure = measure
+        self._profile = _profile(dialect)
         self._emit = emit
         self._can_delete = bool(features.delete)
         self._queue: deque[StreamEvent] = deque()
@@ -331,8 +260,6 @@ class StreamController:
         self._draft = _Draft()
         self._block = _Block()
         self._status = _Status()
-        #: Texts of finished messages the stream sent (sealed cards, blocks, commentary).
-        self.delivered: list[str] = []
         #: Block mode: what the current model call's items sent (the final answer's part).
         self._segment: list[str] = []
         self._sent_any = False
@@ -357,7 +284,7 @@ class StreamController:
                 at = (
                     math.inf
                     if deadline is None
-                    else anyio.current_time() + max(0.0, deadline - self.clock())
+                    else anyio.current_time() + max(0.0, deadline - self.clock()) + _TIMER_SLACK
                 )
                 with anyio.CancelScope(deadline=at):
                     await wake.wait()
@@ -401,9 +328,9 @@ class StreamController:
             if card is not None and not draft.overflow and self._live_text() != card.shown:
                 due.append(card.edited_at + DRAFT_EDIT_INTERVAL)
             status = self._status
-            if status.card is not None and status.text != status.card.shown:
+            if status.card is not None and not status.off and status.text != status.card.shown:
                 due.append(status.card.edited_at + DRAFT_EDIT_INTERVAL)
-        elif self._block.pending.strip() and _complete(self._block.pending) is not None:
+        elif self._block.pending.strip() and complete_prefix(self._block.pending) is not None:
             due.append(self._block.last_delta + BLOCK_IDLE_FLUSH)
         return min(due) if due else None
 
@@ -433,7 +360,7 @@ class StreamController:
             else:
                 self._block.pending += event.text
                 self._block.last_delta = self.clock()
-                await self._block_overflow(event.text)
+                await self._block_overflow()
         elif kind is StreamEventKind.REASONING_SUMMARY:
             await self._reasoning(event.text)
         elif kind is StreamEventKind.ITEM_DONE:
@@ -443,19 +370,27 @@ class StreamController:
                 await self._block_item_done(event.text)
 
     async def _reasoning(self, summary: str) -> None:
-        if not self._can_delete or not summary.strip():
+        status = self._status
+        if not self._can_delete or status.off or not summary.strip():
             return  # a status that can never be removed would stay in the chat for good
         line = status_line(summary)
-        status = self._status
-        if self.mode == "block":
-            sent = await self._post(line, silent=True)
-            status.lines.append(sent)
-            self._telemetry("open", kind="status")
-            return
-        status.text = line
-        if status.card is None:
-            status.card = _Card(await self._post(line, silent=True), line, self.clock())
-            self._telemetry("open", kind="status")
+        try:
+            if self.mode == "block":
+                status.lines.append(await self._post(line, silent=True))
+                self._telemetry("open", kind="status")
+                return
+            status.text = line
+            if status.card is None:
+                status.card = _Card(await self._post(line, silent=True), line, self.clock())
+                self._telemetry("open", kind="status")
+        except Exception as exc:
+            self._status_failed(exc)
+
+    def _status_failed(self, exc: Exception) -> None:
+        """A 💭 line is a courtesy: when the platform refuses one, stop sending them, and
+        keep streaming the answer."""
+        log.warning("no more 💭 status lines on %s: %s: %s", self.chat_id, type(exc).__name__, exc)
+        self._status.off = True
 
     async def _segment_end(self) -> None:
         """The model call ended in a tool call: what it said first is a finished message."""
@@ -465,15 +400,17 @@ class StreamController:
             self._segment = []
             return
         draft = self._draft
-        text = self._live_text()
-        if draft.live is not None:
-            if text.strip() and text != draft.live.shown and not draft.overflow:
-                await self._edit(draft.live, text)
-            self.delivered.append(draft.live.shown)
-            self._telemetry("seal")
-        elif text.strip():
+        text = self._live_text().rstrip()
+        if draft.overflow:
+            # Too long for one card with nothing to cut on: the port sends it its own way.
+            await self._discard_live()
             await self._post(text)
-            self.delivered.append(text)
+        elif draft.live is not None:
+            if text and text != draft.live.shown:
+                await self._edit(draft.live, text)
+            self._telemetry("seal")
+        elif text:
+            await self._post(text)
             self._telemetry("seal")
         self._draft = _Draft()
 
@@ -502,23 +439,29 @@ class StreamController:
         status = self._status
         if (
             status.card is not None
+            and not status.off
             and status.text != status.card.shown
             and now - status.card.edited_at >= DRAFT_EDIT_INTERVAL
         ):
-            await self._edit(status.card, status.text)
-            self._telemetry("edit", kind="status")
+            try:
+                await self._edit(status.card, status.text)
+                self._telemetry("edit", kind="status")
+            except Exception as exc:
+                self._status_failed(exc)
 
     async def _seal_due(self) -> None:
         draft = self._draft
         while not draft.overflow:
             text = self._live_text()
-            if self.measure(text) <= DRAFT_SEAL_CHARS:
+            if len(text) < draft.checked + RECHECK_CHARS:
                 return
-            position = seal_point(text, measure=self.measure)
-            if position is None and self.measure(text) > DRAFT_HARD_CHARS:
-                position = ladder_cut(
-                    text, low=DRAFT_SEAL_CHARS // 2, high=DRAFT_HARD_CHARS, measure=self.measure
-                )
+            draft.checked = len(text)
+            size = await self._measure(text)
+            if size <= DRAFT_SEAL_CHARS:
+                return
+            position = await self._seal_point(text)
+            if position is None and size > DRAFT_HARD_CHARS:
+                position = await self._hard_cut(text)
                 if position is None:
                     draft.overflow = True  # one unbreakable block: delivered whole at the end
                     return
@@ -526,6 +469,7 @@ class StreamController:
                 return  # wait for a heading or a paragraph
             await self._seal(text[:position].rstrip())
             draft.cut = len(draft.answer) - len(text) + position
+            draft.checked = 0
 
     async def _seal(self, head: str) -> None:
         """Finish the live card as *head* and start a fresh one for the rest."""
@@ -534,7 +478,6 @@ class StreamController:
             await self._post(head)
         elif draft.live.shown != head:
             await self._edit(draft.live, head)
-        self.delivered.append(head)
         self._telemetry("seal")
         draft.live = None
         draft.continued = True
@@ -558,22 +501,21 @@ class StreamController:
             return rest or None
         while True:
             text = self._live_text()
-            if self.measure(text) <= DRAFT_SEAL_CHARS:
+            size = await self._measure(text)
+            if size <= DRAFT_SEAL_CHARS:
                 break
-            position = seal_point(text, measure=self.measure)
+            position = await self._seal_point(text)
             if position is None:
-                position = ladder_cut(
-                    text, low=DRAFT_SEAL_CHARS // 2, high=DRAFT_HARD_CHARS, measure=self.measure
-                )
+                position = await self._hard_cut(text)
             if position is None:
                 break
             tail = text[position:].strip()
-            if self.measure(tail) <= DRAFT_MERGE_CHARS and self.measure(text) <= DRAFT_HARD_CHARS:
+            if size <= DRAFT_HARD_CHARS and await self._measure(tail) <= DRAFT_MERGE_CHARS:
                 break  # a short remainder merges into the live card
             await self._seal(text[:position].rstrip())
             draft.cut += len(draft.answer[draft.cut :]) - len(text) + position
         text = self._live_text().rstrip()
-        if self.measure(text) > DRAFT_HARD_CHARS:
+        if await self._measure(text) > DRAFT_HARD_CHARS:
             await self._discard_live()
             return text
         if not text.strip():
@@ -584,7 +526,6 @@ class StreamController:
             self._telemetry("rotate" if draft.continued else "open")
         elif draft.live.shown != text:
             await self._edit(draft.live, text)
-        self.delivered.append(text)
         self._telemetry("seal")
         draft.live = None
         return None
@@ -601,24 +542,25 @@ class StreamController:
 
     # ------------------------------------------------------------------ block
 
-    async def _block_overflow(self, delta: str | None = None) -> None:
+    async def _block_overflow(self, *, force: bool = False) -> None:
+        """Send every full message the pending text holds, cut on the ladder."""
         block = self._block
-        if block.stuck and delta is not None and "\n" not in delta:
-            return  # still inside the unbreakable line or fence: nothing new to cut on
-        block.stuck = False
-        while self.measure(block.pending) > BLOCK_MAX_CHARS:
-            position = ladder_cut(block.pending, measure=self.measure)
-            if position is None:
-                block.stuck = True  # a long code fence or line: sent whole when it ends
+        while block.pending.strip():
+            if not force and len(block.pending) < block.checked + RECHECK_CHARS:
                 return
+            block.checked = len(block.pending)
+            position = await self._pure(block_cut, block.pending, self._profile)
+            if position is None:
+                return  # fits one message still (or is one open code fence): keep it
             await self._block_send(block.pending[:position])
             block.pending = block.pending[position:]
+            block.checked = 0
 
     async def _block_idle(self) -> None:
         block = self._block
         if not block.pending.strip() or self.clock() - block.last_delta < BLOCK_IDLE_FLUSH:
             return
-        position = _complete(block.pending)
+        position = complete_prefix(block.pending)
         if position is None:
             return
         await self._block_send(block.pending[:position])
@@ -631,11 +573,10 @@ class StreamController:
         block = self._block
         await self._post(text)
         block.sent += text
-        self.delivered.append(text)
         self._telemetry("block")
 
     async def _block_flush_all(self) -> None:
-        await self._block_overflow()
+        await self._block_overflow(force=True)
         block = self._block
         # What is left fits one message, or has nothing to cut on (the port splits it).
         await self._block_send(block.pending)
@@ -743,6 +684,34 @@ class StreamController:
                 self._telemetry("discard", kind="status")
             except Exception as exc:
                 log.warning("could not delete a 💭 status message: %s: %s", type(exc).__name__, exc)
+
+    # ------------------------------------------------------------------ presentation
+
+    async def _pure(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a presentation function (it renders: milliseconds per kilobyte) off the loop."""
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    async def _measure(self, text: str) -> int:
+        return await self._pure(rendered_length, text, self._profile)
+
+    async def _seal_point(self, text: str) -> int | None:
+        return await self._pure(
+            seal_point,
+            text,
+            self._profile,
+            DRAFT_HARD_CHARS,
+            min_rendered=DRAFT_SEAL_CHARS // 2,
+        )
+
+    async def _hard_cut(self, text: str) -> int | None:
+        """No heading or paragraph to seal on: the rest of the ladder, within the hard cap."""
+        return await self._pure(
+            block_cut,
+            text,
+            self._profile,
+            min_rendered=DRAFT_SEAL_CHARS // 2,
+            max_rendered=DRAFT_HARD_CHARS,
+        )
 
     # ------------------------------------------------------------------ port calls
 

@@ -12,11 +12,51 @@ from typer.core import TyperGroup
 
 from fermix_core import __version__
 from fermix_core.cli.commands import BY_NAME, COMMANDS, PROG, SUMMARY
+from fermix_core.cli.logsetup import configure_logging
 from fermix_core.specs import resolve_ref
 
 log = logging.getLogger("fermix.cli")
 
+__all__ = ["APP_SETTINGS", "app", "configure_logging", "run"]
+
+
+class HelpfulGroup(TyperGroup):
+    """Every command group: bare ``fermix GROUP`` shows its help, and a mistyped
+    subcommand is answered with the closest real one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.invoke_without_command:
+            self.no_args_is_help = True
+
+    def command_names(self, ctx: Any) -> list[str]:
+        return list(self.list_commands(ctx))
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list with each one's whole first sentence, wrapped rather than cut
+        off with "..." at the terminal width."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=1_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from fermix_core.config.messages import did_you_mean
+
+            guess = did_you_mean(name, self.command_names(ctx))
+            hint = f" (did you mean '{guess}'?)" if guess else ""
+            ctx.fail(f"No such command '{name}'{hint}; `{ctx.command_path} --help` lists them.")
+        return super().resolve_command(ctx, args)
+
+
 APP_SETTINGS: dict[str, Any] = {
+    "cls": HelpfulGroup,
     "add_completion": False,
     # Rich rendering costs an import on every help screen and its tracebacks would bypass
     # the redacting crash reporter, so both stay off.
@@ -32,13 +72,17 @@ def command_from_app(app: typer.Typer, name: str) -> Any:
     return command
 
 
-class LazyRootGroup(TyperGroup):
+class LazyRootGroup(HelpfulGroup):
     """Resolves built-in commands from the table and plugin commands from ``fermix_cli``."""
 
     _plugin_group: Any = None
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [entry.name for entry in COMMANDS]
+
+    def command_names(self, ctx: Any) -> list[str]:
+        group = self._plugins()
+        return [*self.list_commands(ctx), *(group.list_commands(ctx) if group else [])]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         entry = BY_NAME.get(cmd_name)
@@ -70,7 +114,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-app = typer.Typer(cls=LazyRootGroup, help=SUMMARY, no_args_is_help=True, **APP_SETTINGS)
+app = typer.Typer(help=SUMMARY, **{**APP_SETTINGS, "cls": LazyRootGroup})
 
 
 @app.callback()
@@ -87,22 +131,9 @@ def root(
     """Fermix — a personal AI agent daemon."""
 
 
-def configure_logging() -> None:
-    """Redacted logs for every CLI command: the file once FERMIX_HOME exists, stderr always.
-
-    The console shows warnings and errors only; the file keeps INFO for later diagnosis.
-    Nothing here creates FERMIX_HOME — read-only commands must not.
-    """
-    from fermix_core.home import FermixHome
-    from fermix_core.logs import setup_logging
-
-    home = FermixHome.resolve()
-    setup_logging(home, level="INFO", console_level="WARNING", file=home.path.is_dir())
-
-
 def run(args: Sequence[str]) -> int:
     """Run the CLI with *args*; returns the exit code instead of exiting (tests call this)."""
-    configure_logging()
+    configure_logging(args[0] if args else None)
     command = typer.main.get_command(app)
     try:
         result = command.main(args=list(args), prog_name=PROG, standalone_mode=False)
@@ -117,5 +148,11 @@ def run(args: Sequence[str]) -> int:
         if callable(show) and isinstance(code, int):
             show()
             return code
-        raise
+        from fermix_core.cli.errors import user_error
+
+        message = user_error(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"fermix: {message}\n")
+        return 1
     return result if isinstance(result, int) else 0

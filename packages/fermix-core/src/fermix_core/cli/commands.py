@@ -94,6 +94,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "fermix_core.cli.memory_cmd:app",
     ),
     CommandEntry(
+        "jobs",
+        "List, inspect, add and control scheduled jobs.",
+        "fermix_core.cli.jobs_cmd:app",
+    ),
+    CommandEntry(
         "setup",
         "Configure Fermix step by step (or non-interactively with flags).",
         "fermix_core.cli.setup_cmd:app",

@@ -115,6 +115,11 @@ def get(
         typer.echo(json.dumps(value))
     elif value is not None:
         typer.echo(_as_text(value))
+    if value is None:
+        # A known key with no value and no default: say so rather than print a blank line.
+        if not as_json:
+            typer.echo(f"{key} is not set; `fermix config set {key} VALUE` sets it", err=True)
+        raise typer.Exit(1)
 
 
 def _report_change(ctx: Any, change: Any) -> None:

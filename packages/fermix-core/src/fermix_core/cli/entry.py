@@ -1,4 +1,4 @@
-"""Console-script entry point with a fast path for ``--version`` and ``--help``."""
+"""Console-script entry point with fast paths for ``--version``, ``--help`` and ``ask``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(render_help() + "\n")
         return 0
+    if args[0] == "ask":
+        from fermix_core.cli.ask_core import ask_command, parse_ask_args
+
+        options = parse_ask_args(args[1:])
+        if options is not None:
+            from fermix_core.cli.logsetup import configure_logging
+
+            configure_logging()
+            return ask_command(**options)
     from fermix_core.cli.app import run
 
     return run(args)

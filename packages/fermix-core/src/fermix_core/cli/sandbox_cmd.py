@@ -72,8 +72,14 @@ def _runtime() -> tuple[Any, Any, Any]:
             typer.echo(f"  {problem}", err=True)
         typer.echo("fix it first (`fermix config validate` lists the problems)", err=True)
         raise typer.Exit(code=1) from None
+    from fermix_core.sandbox import approval
+
     environ = ctx.environ
-    policy = SandboxPolicy.from_config(loaded, Path(ctx.home.path), environ=environ)
+    approved = approval.check(ctx.home)
+    section = approval.effective_section(loaded, approved)
+    policy = SandboxPolicy.from_config(
+        loaded, Path(ctx.home.path), environ=environ, section=section
+    )
     return ctx, loaded, policy
 
 
@@ -143,17 +149,56 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Print the sandbox mode, roots, protected list, command profile and env policy."""
-    _ctx, _loaded, policy = _runtime()
+    from fermix_core.sandbox import approval
+
+    ctx, _loaded, policy = _runtime()
     info = policy.describe()
+    pending = approval.check(ctx.home)
+    info["unapproved_changes"] = pending.changes() if pending.pending else []
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return
     typer.echo(_render(info))
 
 
+@sandbox_app.command("approve")
+def approve(
+    yes: bool = typer.Option(False, "--yes", help="Approve without asking."),
+) -> None:
+    """Apply a [sandbox] change made by editing config.toml directly (shows it first)."""
+    from fermix_core.sandbox import approval
+
+    ctx, _loaded, _policy = _runtime()
+    state = approval.check(ctx.home)
+    if not state.pending:
+        typer.echo("nothing to approve: [sandbox] in config.toml is the approved one")
+        return
+    typer.echo("[sandbox] in config.toml differs from the one you last approved:")
+    for line in state.changes():
+        typer.echo(f"  {line}")
+    if not yes and not typer.confirm("Apply these sandbox settings?", default=False):
+        typer.echo("not approved; the daemon keeps running with the approved settings")
+        raise typer.Exit(code=1)
+    approval.approve_current(ctx.home)
+    typer.echo("approved.")
+    typer.echo(RESTART_NOTE)
+
+
 def _render(info: dict[str, Any]) -> str:
-    lines = [
+    confinement = info["confinement"]
+    lines = []
+    if info.get("unapproved_changes"):
+        lines.append("NOT APPLIED — [sandbox] was changed outside Fermix:")
+        lines += [f"  {line}" for line in info["unapproved_changes"]]
+        lines.append("  approve with `fermix sandbox approve`, or undo the edit in config.toml")
+    lines += [
         f"mode:            {info['mode']}",
+        f"confinement:     {confinement['setting']} — {confinement['detail']}",
+    ]
+    if confinement["fix"]:
+        lines.append(f"  to fix:        {confinement['fix']}")
+    lines.append(f"  network:       {'on' if confinement['network'] else 'off'}")
+    lines += [
         f"workspace:       {info['workspace']}",
         f"granted folders: {', '.join(info['allowed_roots']) or '(none)'}",
     ]
@@ -174,7 +219,8 @@ def _render(info: dict[str, Any]) -> str:
     lines.append(f"  set:           {', '.join(shown) or '(none)'}")
     lines.append("protected (denied in every mode, even inside a granted folder):")
     for entry in info["protected"]:
-        suffix = "" if entry["kind"] == "tree" else " (this file)"
+        # "exact" entries protect the path itself, not what lies below it ("/" is one).
+        suffix = "" if entry["kind"] == "tree" else " (this path only, not below)"
         lines.append(f"  {entry['path']}{suffix} — {entry['reason']}")
     lines.append("write-protected (readable, never written):")
     for entry in info["write_protected"]:

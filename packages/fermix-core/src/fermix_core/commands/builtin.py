@@ -42,6 +42,7 @@ SANDBOX_SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("/sandbox env allow|deny NAME", "pass a host variable to commands (asks) or withhold it"),
     ("/sandbox env set NAME VALUE", "set a variable for every command (asks to /confirm)"),
     ("/sandbox preset bare|assistant|extended", "choose the command profile"),
+    ("/sandbox approve", "apply a [sandbox] edit made outside Fermix (asks to /confirm)"),
     ("/confirm TOKEN", "apply a change that asked for confirmation"),
 )
 

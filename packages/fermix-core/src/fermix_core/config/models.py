@@ -125,7 +125,7 @@ class Section(BaseModel):
     numbers, so a quoted one is a mistake worth pointing at.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------- [fermix_core.*]
@@ -352,6 +352,11 @@ class SandboxConfig(Section):
         default_factory=list
     )
     env: SandboxEnv = Field(default_factory=SandboxEnv)
+    #: Run every child inside bubblewrap/sandbox-exec: ``auto`` (fall back to screening
+    #: with a warning), ``required`` (refuse to run without it) or ``off``.
+    confinement: Literal["auto", "required", "off"] = "auto"
+    #: Network inside confined children; unset means only the ``extended`` profile has it.
+    network: bool | None = None
 
 
 # --------------------------------------------------------------------------- [mcp]

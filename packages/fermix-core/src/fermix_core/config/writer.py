@@ -307,6 +307,12 @@ def _apply(
         if moved:
             text = _tidy_end(original, edited.as_string())
     write_document(home, text)
+    if parts[0] == "sandbox":
+        # The owner's own change: it becomes the approved [sandbox] (see sandbox.approval).
+        from fermix_core.sandbox.approval import record_edit
+
+        table = plain(original_doc).get("sandbox")
+        record_edit(home, parts, table if isinstance(table, dict) else {})
     secret = is_secret_key(parts, registry, original_doc, edited)
     return ConfigChange(
         key,

@@ -40,7 +40,10 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
         raise
     home = runtime.home
     stop = anyio.Event()
-    async with FermixService.running(runtime) as service, AsyncExitStack() as channels:
+    async with (
+        FermixService.running(runtime, scheduler=True) as service,
+        AsyncExitStack() as channels,
+    ):
         failures = await runtime.start()
         for plugin, error in failures:
             log.error("plugin %s failed to start: %s", plugin, error)
@@ -165,10 +168,14 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
         stop.set()
         return {"stopping": True, "pid": os.getpid()}
 
+    from fermix_core.jobs.control import control_handlers
+
+    jobs = control_handlers(lambda: service.jobs.service if service.jobs else None, MethodError)
     return {
         "status": status,
         "health": health,
         "ask": ask,
         "capabilities": capabilities,
         "shutdown": shutdown,
+        **jobs,
     }

@@ -47,6 +47,14 @@ def process_start_time(pid: int) -> float | None:
     return float(fields[19])
 
 
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def alive(info: PidInfo) -> bool:
     try:
         os.kill(info.pid, 0)
@@ -54,6 +62,8 @@ def alive(info: PidInfo) -> bool:
         return False
     except PermissionError:
         return False  # not ours: another user's process reusing the pid
+    if _zombie(info.pid):
+        return False  # exited (killed) and not reaped yet: it serves nothing
     started = process_start_time(info.pid)
     return info.started is None or started is None or started == info.started
 
@@ -184,8 +194,11 @@ def report_ready(message: str = "ready") -> None:
     if not raw:
         return
     try:
+        from fermix_core.logs import redact
+
         fd = int(raw)
-        os.write(fd, (message + "\n").encode())
+        # The parent prints this to the user; a boot error may quote a secret.
+        os.write(fd, (redact(message) + "\n").encode())
         os.close(fd)
     except (ValueError, OSError):
         pass

@@ -16,6 +16,7 @@ from fermix_core import __version__
 from fermix_core.daemon.client import probe
 from fermix_core.daemon.protocol import PROTOCOL_VERSION, ProtocolError, encode, read_frame
 from fermix_core.daemon.stream import SocketByteStream
+from fermix_core.logs import redact
 
 log = logging.getLogger("fermix.daemon")
 
@@ -107,7 +108,7 @@ class ControlServer:
                         {
                             "v": PROTOCOL_VERSION,
                             "id": None,
-                            "error": {"code": "protocol", "message": str(exc)},
+                            "error": {"code": "protocol", "message": redact(str(exc))},
                         },
                     )
                     return
@@ -136,6 +137,9 @@ class ControlServer:
         except Exception as exc:
             log.exception("control method %s failed", method)
             reply["error"] = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
+        if "error" in reply:
+            # The client prints error messages to the user: never a secret in them.
+            reply["error"]["message"] = redact(str(reply["error"]["message"]))
         return reply
 
 

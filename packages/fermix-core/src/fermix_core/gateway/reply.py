@@ -30,15 +30,16 @@ log = logging.getLogger("fermix.gateway")
 STREAMING_MODES: tuple[str, ...] = ("off", "draft", "block")
 
 
-def streaming_mode(configured: str | None, *, can_edit: bool) -> str:
+def streaming_mode(configured: str | None, *, can_draft: bool) -> str:
     """The streaming mode of a channel: *configured*, or derived from its abilities.
 
-    Unset derives ``"draft"`` where the channel can edit its own messages and ``"block"``
-    elsewhere. An explicit ``"draft"`` on a channel that cannot edit stays ``"draft"``:
-    the turn then streams nothing (no fallback to block) and ``fermix doctor`` flags it.
+    Unset derives ``"draft"`` where the channel can draft (edit its own messages in place)
+    and ``"block"`` elsewhere. An explicit ``"draft"`` on a channel that cannot stays
+    ``"draft"``: the turn then streams nothing (no fallback to block) and ``fermix
+    doctor`` flags it.
     """
     if configured is None:
-        return "draft" if can_edit else "block"
+        return "draft" if can_draft else "block"
     if configured not in STREAMING_MODES:
         raise ValueError(
             f"streaming must be one of {', '.join(repr(m) for m in STREAMING_MODES)}, "
@@ -60,19 +61,22 @@ def features_of(
 
     ``reactions`` narrows a reaction-capable channel to its fixed emoji set; leave it
     ``None`` for "any single emoji". ``draft`` defaults to "can edit", the only thing draft
-    streaming needs from the platform. ``streaming`` is the channel section's
-    ``streaming`` value (``None`` when unset); see :func:`streaming_mode`.
+    streaming needs from the platform; the runtime narrows it to the channel spec's
+    ``supports_draft`` (a channel that can edit but whose edits are rate-limited too hard
+    for a live draft, like Slack, streams in blocks by default). ``streaming`` is the
+    channel section's ``streaming`` value (``None`` when unset); see :func:`streaming_mode`.
     """
     can_react = bool(getattr(channel, "supports_reactions", False))
     can_edit = bool(getattr(channel, "supports_edit", False))
+    can_draft = can_edit if draft is None else (draft and can_edit)
     return ChannelFeatures(
         local=local,
         reactions=(tuple(reactions) if reactions is not None else ()) if can_react else None,
-        draft=can_edit if draft is None else (draft and can_edit),
+        draft=can_draft,
         edit=can_edit,
         delete=bool(getattr(channel, "supports_delete", False)),
         slash_commands=slash_commands,
-        streaming=streaming_mode(streaming, can_edit=can_edit),
+        streaming=streaming_mode(streaming, can_draft=can_draft),
     )
 
 

@@ -38,7 +38,7 @@ class ChannelFeatures:
 
     ``streaming`` is the channel's live-streaming mode: ``"off"``, ``"draft"`` (one message
     edited in place) or ``"block"`` (each finished output item its own message). A
-    ``"draft"`` on a surface that cannot edit (``edit`` false) is kept as configured but
+    ``"draft"`` on a surface that cannot draft (``draft`` false) is kept as configured but
     streams nothing; :attr:`stream_mode` is the mode a turn actually runs.
     """
 
@@ -54,7 +54,7 @@ class ChannelFeatures:
     def stream_mode(self) -> str:
         """The streaming a turn on this surface runs: ``"draft"``, ``"block"`` or ``"off"``."""
         if self.streaming == "draft":
-            return "draft" if self.edit else "off"
+            return "draft" if self.draft and self.edit else "off"
         return self.streaming if self.streaming == "block" else "off"
 
 

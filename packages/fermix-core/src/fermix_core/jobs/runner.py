@@ -28,6 +28,7 @@ Retries, as the provider retry matrix has them for scheduled runs:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from fermix_core.agent.observe import Observer
 from fermix_core.channel import ConversationKey
 from fermix_core.jobs.clock import Clock
 from fermix_core.jobs.delivery import Deliverer
@@ -139,6 +141,33 @@ class _Progress:
         self.last = self.clock.now()
 
 
+class _ProgressTracer:
+    """The run's tracer, marking progress whenever the loop records or opens a span.
+
+    ``tool_exec`` spans open as a tool starts, ``llm_call`` records land as a call ends, so
+    the inactivity watchdog sees both starts and finishes.
+    """
+
+    def __init__(self, inner: Any, progress: _Progress) -> None:
+        self.inner = inner
+        self.progress = progress
+
+    def record(self, type: str, **fields: Any) -> None:
+        self.progress.mark()
+        if self.inner is not None:
+            self.inner.record(type, **fields)
+
+    def error(self, exc: BaseException, **fields: Any) -> None:
+        if self.inner is not None:
+            self.inner.error(exc, **fields)
+
+    def span(self, kind: str, name: str, **fields: Any) -> Any:
+        self.progress.mark()
+        if self.inner is None:
+            return contextlib.nullcontext()
+        return self.inner.span(kind, name, **fields)
+
+
 class _TrackingCaller:
     """Marks progress around every model call; a continuation means tools have run."""
 
@@ -186,6 +215,8 @@ class JobRunner:
         probe: Probe = probe_tcp,
         emit: Callable[..., Any] | None = None,
         tracer: Any = None,
+        config: Any = None,
+        conversations: Any = None,
     ) -> None:
         self.store = store
         self.capabilities = capabilities
@@ -198,6 +229,11 @@ class JobRunner:
         self.probe = probe
         self.emit = emit
         self.tracer = tracer
+        self.config = config
+        #: The conversation store: each successful run's transcript is kept under the
+        #: conversation ("job", <job id>), speaker "job" — the job's own history, which its
+        #: later runs can recall through the job memory scope (it is never replayed).
+        self.conversations = conversations
 
     # ------------------------------------------------------------------ entry
 
@@ -290,7 +326,7 @@ class JobRunner:
             local=False,
             origin="job",
             state={"job_id": job.id},
-            services={**self.services, "tracer": self.tracer},
+            services={**self.services, "config": self.config, "tracer": self.tracer},
         )
 
     # ------------------------------------------------------------------ the run
@@ -387,7 +423,7 @@ class JobRunner:
                     snapshot,
                     max_iterations=int(config.get("max_iterations") or job.max_iterations),
                     emit=emit,
-                    tracer=self.tracer,
+                    tracer=_ProgressTracer(self.tracer, progress),
                 )
                 try:
                     result = await loop.run(
@@ -436,6 +472,8 @@ class JobRunner:
                     status, error = "failed", f"stopped early ({result.aborted})"
                 elif result.empty:
                     status, error = "failed", "the model returned an empty answer"
+                else:
+                    await self._keep_transcript(job, run, task, result)
                 return RunOutcome(
                     status=status,
                     text=result.text,
@@ -452,6 +490,36 @@ class JobRunner:
                         await route.close()
                     except Exception:
                         log.exception("closing the route of job %s failed", job.id)
+
+    async def _keep_transcript(
+        self, job: JobRecord, run: RunRecord, task: str, result: Any
+    ) -> None:
+        if self.conversations is None or not result.messages:
+            return
+        try:
+            store = self.conversations
+            conversation = await store.conversation_id(ConversationKey("job", job.id, None))
+            handle = await store.begin_turn(
+                conversation,
+                Message.user(task),
+                speaker="job",
+                sender_id=None,
+                session_id=run.session_id,
+                run_profile="job",
+            )
+            try:
+                await store.commit_turn(
+                    handle.turn_id,
+                    result.messages,
+                    usage=result.usage,
+                    model=result.model,
+                    provider=result.provider,
+                )
+            except Exception:
+                await store.abandon_turn(handle.turn_id, "failed")
+                raise
+        except Exception:
+            log.exception("job %s: run %s's transcript could not be kept", job.id, run.id)
 
     async def _wait_for_network(
         self, job: JobRecord, host: str, port: int, *, deadline: float
@@ -487,19 +555,10 @@ class JobRunner:
         return emit
 
     def _emit(self, name: str, **data: Any) -> None:
-        if self.emit is None:
-            return
-        try:
-            self.emit(name, **data)
-        except Exception:
-            log.exception("telemetry observer failed on %s", name)
+        Observer(self.emit, None).emit(name, **data)
 
     def _trace(self, type: str, session_id: str, **fields: Any) -> None:
-        if self.tracer is not None:
-            try:
-                self.tracer.record(type, session_id=session_id, **fields)
-            except Exception:
-                log.exception("trace record failed")
+        Observer(None, self.tracer).record(type, session_id=session_id, **fields)
 
 
 def _route_error(exc: Exception) -> str:

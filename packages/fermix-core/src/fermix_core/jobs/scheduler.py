@@ -49,6 +49,8 @@ MAX_CONCURRENT_RUNS = 4
 _BATCH = 64
 #: Never re-check sooner than this when a due job could not be claimed (another process).
 _MIN_RETRY_S = 1.0
+#: After a store failure, the next pass is this far away (a wake still comes sooner).
+_ERROR_S = 30.0
 
 CRASH_REASON = (
     "the daemon stopped while this run was in progress (killed or crashed); the run was not "
@@ -117,6 +119,7 @@ class Scheduler:
         self._tg: Any = None
         #: run id → (job id, cancel scope) of every run in flight.
         self._active: dict[int, tuple[str, anyio.CancelScope]] = {}
+        self._finished: dict[int, anyio.Event] = {}
         self._idle = anyio.Event()
         self._idle.set()
         #: Completed passes, and an event set each time the loop parks after one.
@@ -160,8 +163,15 @@ class Scheduler:
                 task_status.started()
                 while True:
                     self._wake = anyio.Event()
-                    report = await self.tick()
-                    await self._sleep(await self._delay(report))
+                    try:
+                        report = await self.tick()
+                        delay = await self._delay(report)
+                    except JobStoreError as exc:
+                        # memory.db unusable for now (disk full, locked too long): keep the
+                        # daemon up and look again later rather than take it down.
+                        log.error("scheduler pass failed (%s); retrying in %.0f s", exc, _ERROR_S)
+                        delay = _ERROR_S
+                    await self._sleep(delay)
         finally:
             self._tg = None
 
@@ -201,6 +211,12 @@ class Scheduler:
         """Return once the loop has completed *passes* passes and is waiting again."""
         while self.passes < passes:
             await self._parked.wait()
+
+    async def wait_run(self, run_id: int) -> None:
+        """Return once *run_id* is no longer in flight (at once if it is not)."""
+        finished = self._finished.get(run_id)
+        if finished is not None:
+            await finished.wait()
 
     async def wait_idle(self) -> None:
         """Return once no run is in flight (tests; a graceful stop)."""
@@ -332,6 +348,7 @@ class Scheduler:
     def _start(self, job: JobRecord, run: RunRecord, release: str) -> None:
         scope = anyio.CancelScope()
         self._active[run.id] = (job.id, scope)
+        self._finished[run.id] = anyio.Event()
         self._idle = anyio.Event()
         self._tg.start_soon(self._run, job, run, release, scope)
 
@@ -351,6 +368,9 @@ class Scheduler:
             await self._settle_failed(run, release, f"internal error: {type(exc).__name__}")
         finally:
             self._active.pop(run.id, None)
+            finished = self._finished.pop(run.id, None)
+            if finished is not None:
+                finished.set()
             if not self._active:
                 self._idle.set()
             self.wake()
@@ -379,9 +399,6 @@ class Scheduler:
         return found
 
     def _emit(self, name: str, **data: Any) -> None:
-        if self.emit is None:
-            return
-        try:
-            self.emit(name, **data)
-        except Exception:
-            log.exception("telemetry observer failed on %s", name)
+        from fermix_core.agent.observe import Observer  # the loop's best-effort fan-out
+
+        Observer(self.emit, None).emit(name, **data)

@@ -61,6 +61,8 @@ _INTERVAL = re.compile(
 _UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
 #: Longest interval accepted: a year of days (anything longer is a once job).
 _MAX_INTERVAL_SECONDS = 366 * 86400
+#: Longer input is refused before any parsing (and is never echoed back).
+MAX_SCHEDULE_CHARS = 100
 _ITEM = re.compile(r"^(?:\*|\d+(?:-\d+)?)(?:/\d+)?$")
 _LOOKS_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
@@ -135,6 +137,11 @@ def parse_schedule(text: str, timezone: str) -> Schedule:
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError(f"the schedule is empty; {FORMS}")
     raw = " ".join(text.split())
+    if len(raw) > MAX_SCHEDULE_CHARS:
+        raise ScheduleError(
+            f"the schedule is {len(raw)} characters long; a schedule is at most "
+            f"{MAX_SCHEDULE_CHARS} — {FORMS}"
+        )
     if match := _INTERVAL.match(raw):
         return _interval(match, raw, zone_name)
     if _LOOKS_ISO.match(raw):

@@ -29,7 +29,6 @@ from fermix_core.jobs.records import (
     JobNotFound,
     JobRecord,
     JobStateError,
-    JobStoreError,
     RunRecord,
 )
 from fermix_core.jobs.scheduler import Scheduler
@@ -59,6 +58,8 @@ log = logging.getLogger("fermix.jobs")
 DEFAULT_TIMEOUT_S = 1800
 MAX_TIMEOUT_S = 24 * 3600
 DEFAULT_MAX_ITERATIONS = 100
+MAX_TASK_CHARS = 8000
+MAX_DESCRIPTION_CHARS = 200
 SKILLS_UNAVAILABLE = (
     "skill_name cannot be used: skills are not available yet in this Fermix, so a job cannot "
     "be bound to one; leave skill_name out (allowed_tools still narrows the run)"
@@ -219,6 +220,7 @@ class JobService:
         trust = self._trust(creator)
         if not str(task_prompt or "").strip():
             raise JobError("task_prompt is empty; say what the job should do, with every fact")
+        self._sizes(task_prompt, description)
         zone = (timezone or self.default_timezone).strip()
         parsed = self._parse(schedule, zone)
         now = self.clock.now()
@@ -283,6 +285,7 @@ class JobService:
         job = await self._get(job_id)
         changes: dict[str, Any] = {}
         notes: list[str] = []
+        self._sizes(task_prompt, description)
         if task_prompt is not None:
             if not task_prompt.strip():
                 raise JobError("task_prompt cannot be made empty")
@@ -443,6 +446,13 @@ class JobService:
         return creator.trust
 
     @staticmethod
+    def _sizes(task_prompt: str | None, description: str | None) -> None:
+        if task_prompt is not None and len(task_prompt) > MAX_TASK_CHARS:
+            raise JobError(f"task_prompt is longer than {MAX_TASK_CHARS} characters; shorten it")
+        if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
+            raise JobError(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
+
+    @staticmethod
     def _parse(schedule: str, zone: str) -> Schedule:
         try:
             return parse_schedule(schedule, zone)
@@ -541,9 +551,5 @@ class JobService:
     async def _store(awaitable: Any) -> Any:
         try:
             return await awaitable
-        except JobNotFound as exc:
+        except (JobNotFound, JobStateError) as exc:
             raise JobError(str(exc)) from None
-        except JobStateError as exc:
-            raise JobError(str(exc)) from None
-        except JobStoreError:
-            raise

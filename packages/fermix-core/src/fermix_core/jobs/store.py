@@ -124,6 +124,7 @@ _V1 = (
         updated_at REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS ix_jobs_due ON jobs (status, next_run_at)",
+    "CREATE INDEX IF NOT EXISTS ix_jobs_expiry ON jobs (expires_at) WHERE expires_at IS NOT NULL",
     f"""CREATE TABLE IF NOT EXISTS job_runs (
         id INTEGER PRIMARY KEY,
         job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
@@ -457,6 +458,9 @@ class SyncJobStore:
                 raise JobStateError(
                     f"job {job_id} is {current.status}; this needs it to be {' or '.join(expect)}"
                 )
+            if changes.get("status") == "scheduled" and self._has_active_run(job_id):
+                # Resumed while its run is still going: it is running until that run settles.
+                changes = {**changes, "status": "running"}
             if changes:
                 values = {
                     k: (_dump(v) if k in _JSON_JOB else v) for k, v in sorted(changes.items())
@@ -471,22 +475,35 @@ class SyncJobStore:
         assert updated is not None
         return updated
 
+    def _has_active_run(self, job_id: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM job_runs WHERE job_id = ? AND status IN ('queued', 'running') LIMIT 1",
+            (job_id,),
+        ).fetchone()
+        return row is not None
+
     def remove_job(self, job_id: str) -> bool:
         with self._write() as conn:
             return conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount > 0
 
     def next_due_at(self) -> float | None:
-        row = self.conn.execute(
-            "SELECT MIN(next_run_at), MIN(expires_at) FROM jobs WHERE status = 'scheduled'"
-        ).fetchone()
-        present = [v for v in row if v is not None]
+        # Two indexed lookups: the due index, and the partial index over jobs that expire.
+        due = self.conn.execute(
+            "SELECT MIN(next_run_at) FROM jobs WHERE status = 'scheduled'"
+        ).fetchone()[0]
+        expiry = self.conn.execute(
+            # INDEXED BY: without statistics the planner would walk the status index instead.
+            "SELECT MIN(expires_at) FROM jobs INDEXED BY ix_jobs_expiry "
+            "WHERE expires_at IS NOT NULL AND status = 'scheduled'"
+        ).fetchone()[0]
+        present = [v for v in (due, expiry) if v is not None]
         return min(present) if present else None
 
     def expire_due(self, now: float) -> list[str]:
         with self._write() as conn:
             rows = conn.execute(
-                "SELECT id FROM jobs WHERE status IN ('scheduled', 'paused') "
-                "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY id",
+                "SELECT id FROM jobs INDEXED BY ix_jobs_expiry WHERE expires_at IS NOT NULL "
+                "AND expires_at <= ? AND status IN ('scheduled', 'paused') ORDER BY id",
                 (now,),
             ).fetchall()
             ids = [r[0] for r in rows]

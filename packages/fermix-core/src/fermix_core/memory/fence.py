@@ -24,6 +24,7 @@ trace.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -64,31 +65,42 @@ _ROLE_WORDS = (
     r"tool_use|function|function_call|function_calls|function_results|instructions?|"
     r"im_start|im_end|prompt"
 )
-_TAG_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("fence_tag", tag_pattern("memory", "context")),
-    ("fake_tag", re.compile(rf"<\s*/?\s*(?:{_ROLE_WORDS})\b[^<>]{{0,64}}>", re.IGNORECASE)),
-    ("special_token", re.compile(r"<\|[^<>|]{1,40}\|>|<<\s*/?\s*SYS\s*>>", re.IGNORECASE)),
-    ("special_token", re.compile(r"\[\s*/?\s*INST\s*\]", re.IGNORECASE)),
-)
-_PHRASE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "override_phrase",
-        re.compile(
-            r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|"
-            r"above|earlier|all|any|your|the|system)\b[^.\n]{0,40}?\b(?:instructions?|prompts?|"
-            r"rules|directions|guidelines|messages|context)\b",
-            re.IGNORECASE,
+
+
+@functools.cache
+def _patterns() -> tuple[
+    tuple[tuple[str, re.Pattern[str]], ...], tuple[tuple[str, re.Pattern[str]], ...]
+]:
+    """(tag patterns, phrase patterns), compiled on first use: the case-insensitive
+    patterns take tens of milliseconds to compile, which every process importing this
+    module would otherwise pay even when it never recalls a memory (a one-off
+    ``fermix ask``)."""
+    tags: tuple[tuple[str, re.Pattern[str]], ...] = (
+        ("fence_tag", tag_pattern("memory", "context")),
+        ("fake_tag", re.compile(rf"<\s*/?\s*(?:{_ROLE_WORDS})\b[^<>]{{0,64}}>", re.IGNORECASE)),
+        ("special_token", re.compile(r"<\|[^<>|]{1,40}\|>|<<\s*/?\s*SYS\s*>>", re.IGNORECASE)),
+        ("special_token", re.compile(r"\[\s*/?\s*INST\s*\]", re.IGNORECASE)),
+    )
+    phrases: tuple[tuple[str, re.Pattern[str]], ...] = (
+        (
+            "override_phrase",
+            re.compile(
+                r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|"
+                r"above|earlier|all|any|your|the|system)\b[^.\n]{0,40}?\b(?:instructions?|prompts?|"
+                r"rules|directions|guidelines|messages|context)\b",
+                re.IGNORECASE,
+            ),
         ),
-    ),
-    ("override_phrase", re.compile(r"\bnew\s+(?:system\s+)?instructions?\s*:", re.IGNORECASE)),
-    (
-        "role_header",
-        re.compile(
-            r"(?:^|\n)\s*(?:#{1,6}\s*)?(?:system|developer)(?:\s+(?:prompt|message))?\s*:",
-            re.IGNORECASE,
+        ("override_phrase", re.compile(r"\bnew\s+(?:system\s+)?instructions?\s*:", re.IGNORECASE)),
+        (
+            "role_header",
+            re.compile(
+                r"(?:^|\n)\s*(?:#{1,6}\s*)?(?:system|developer)(?:\s+(?:prompt|message))?\s*:",
+                re.IGNORECASE,
+            ),
         ),
-    ),
-)
+    )
+    return tags, phrases
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,8 @@ def scan(text: str) -> list[str]:
     """The kinds of injection marker in *text* (empty when it looks like plain data)."""
     folded = probe(normalized(text))
     kinds: list[str] = []
-    for kind, pattern in (*_TAG_PATTERNS, *_PHRASE_PATTERNS):
+    tags, phrases = _patterns()
+    for kind, pattern in (*tags, *phrases):
         if kind not in kinds and pattern.search(folded):
             kinds.append(kind)
     return kinds
@@ -139,7 +152,7 @@ def neutralize_tags(text: str) -> str:
     plain = normalized(text)
     folded = probe(plain)
     spans: list[tuple[int, int, str]] = []
-    for kind, pattern in _TAG_PATTERNS:
+    for kind, pattern in _patterns()[0]:
         spans += [(*m.span(), kind) for m in pattern.finditer(folded) if m.end() > m.start()]
     if not spans:
         return plain

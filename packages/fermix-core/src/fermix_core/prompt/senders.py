@@ -18,6 +18,7 @@ at replay; the store keeps each message as it was sent.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ _NAME_DROP = re.compile(r"[\[\]<>{}()|`*_#\\·]|[\x00-\x1f\x7f]")
 MAX_NAME_CHARS = 40
 
 
+@functools.lru_cache(maxsize=256)
 def clean_name(name: str | None) -> str:
     """A display name safe inside a label: one line, no brackets or markup, bounded."""
     if not name:
@@ -71,7 +73,9 @@ def label(speaker: str, sender_id: str | None, sender_name: str | None) -> str:
     return f"[{text}]"
 
 
+@functools.lru_cache(maxsize=1024)
 def _guest_safe(text: str) -> str:
+    # Cached: every turn of a shared chat replays the same guest messages again.
     return replace_tags(_GUEST_TAG, text, lambda _span: "(guest-message tag removed)")
 
 

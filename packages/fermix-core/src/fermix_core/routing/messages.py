@@ -3,14 +3,16 @@
 A failed turn still owes the sender a reply, and the reply should say whose problem it is
 and what to do: a usage limit with the time it resets, a provider outage in the provider's
 own words (so it never reads as a Fermix defect), a rejected key with the command that
-fixes it. Messages are built from the classified :class:`ProviderError` only; adapters
-already keep credentials out of ``error.message``.
+fixes it. Messages are built from the classified :class:`ProviderError` only, and pass
+through the log redactor (token shapes and the configured secrets' values) on the way out:
+a provider's error body is not ours to trust with a key.
 """
 
 from __future__ import annotations
 
 import math
 
+from fermix_core.logs import redact
 from fermix_core.provider import ErrorKind, ProviderError
 from fermix_core.routing.records import NO_PROVIDER_MESSAGE, RoutingError
 
@@ -36,8 +38,14 @@ def user_message(error: BaseException, *, label: str | None = None) -> str:
     """A reply for the sender explaining *error* and the next step.
 
     *label* is the provider's display name (``ProviderSpec.label``); without it the
-    provider's config name from the error is used.
+    provider's config name from the error is used. The text goes through the log
+    redactor: a provider's error body may quote a key back, and the reply may land in a
+    group chat.
     """
+    return redact(_explain(error, label))
+
+
+def _explain(error: BaseException, label: str | None) -> str:
     if isinstance(error, RoutingError):
         text = str(error) or NO_PROVIDER_MESSAGE
         return _sentence(text[:1].upper() + text[1:])
@@ -79,11 +87,21 @@ def user_message(error: BaseException, *, label: str | None = None) -> str:
     if kind is ErrorKind.TIMEOUT:
         return f"{who} did not answer in time — try again."
     if kind in (ErrorKind.TRANSPORT, ErrorKind.CONNECTION_UNAVAILABLE):
+        if error.url:
+            return (
+                f"Could not reach {who} at {error.url} (network problem) — check the "
+                f"connection and [fermix_core.providers.{name}] base_url, then try again."
+            )
         return f"Could not reach {who} (network problem) — check the connection and try again."
     if kind is ErrorKind.CONTENT_FILTER:
         return f"{who} declined to answer this (content filter) — rephrase the request."
     if kind is ErrorKind.UNSUPPORTED_INPUT:
         return _sentence(detail) if detail else f"{who} cannot take this input."
     if kind is ErrorKind.INVALID_REQUEST:
+        if error.status == 404 and error.url and detail.startswith("no API at "):
+            return (
+                f"There is no {who} API at {error.url} — check [fermix_core.providers.{name}] "
+                "base_url (`fermix config get` shows it)."
+            )
         return f"{who} rejected the request: {_sentence(detail or 'no reason given')}"
     return f"{who} failed: {_sentence(detail or 'no reason given')} Try again."

@@ -98,6 +98,8 @@ async def handle_sandbox_command(ctx: CommandContext) -> str:
         return _show(runtime)
     if sub == "help":
         return "Sandbox commands:\n" + usage_text()
+    if sub == "approve":
+        return await _ask_approval(ctx, runtime)
     policy = runtime.policy
     if policy is None:
         return (
@@ -234,10 +236,68 @@ async def _confirm(ctx: CommandContext, runtime: _Runtime, args: str) -> str:
     policy = runtime.policy
     if policy is None or runtime.home is None or runtime.registry is None:
         return "Not applied: the sandbox configuration is not loaded in this process."
+    if pending.kind == APPROVE:
+        return await _approve(runtime, policy)
     reply = await _apply(runtime, policy, pending.kind, pending.payload)
     if reply.startswith("Done"):
         await runtime.store.notify_applied(pending)
     return reply
+
+
+APPROVE = "approve_config"
+
+
+async def _ask_approval(ctx: CommandContext, runtime: _Runtime) -> str:
+    from fermix_core.sandbox import approval
+
+    if runtime.home is None or runtime.store is None:
+        return "Nothing to approve in this process; use `fermix sandbox approve` in a terminal."
+    state = await anyio.to_thread.run_sync(approval.check, runtime.home)
+    if not state.pending:
+        return "Nothing to approve: [sandbox] in config.toml is the one you approved."
+    changes = "\n".join(state.changes())
+    pending = runtime.store.issue(
+        APPROVE,
+        {},
+        conversation_key=tuple(ctx.key),
+        summary="apply the [sandbox] edit made outside Fermix",
+        diff=changes,
+    )
+    return (
+        "config.toml's [sandbox] was changed outside Fermix and is not applied:\n"
+        f"{changes}\nIf you made this change, reply /confirm {pending.token} within "
+        f"{runtime.store.ttl:g} s to apply it; otherwise undo it in config.toml."
+    )
+
+
+async def _approve(runtime: _Runtime, policy: SandboxPolicy) -> str:
+    from fermix_core.config.models import SandboxConfig
+    from fermix_core.sandbox import approval
+
+    def approve() -> SandboxConfig:
+        state = approval.approve_current(runtime.home)
+        return SandboxConfig.model_validate(state.current)
+
+    try:
+        section = await anyio.to_thread.run_sync(approve)
+    except Exception as exc:
+        return f"Not applied: [sandbox] in config.toml does not validate ({exc})."
+    workspace = section.workspace_root or Path(runtime.home.path) / "workspace"
+    live = runtime.swap(
+        policy.evolve(
+            mode=section.mode,
+            workspace=Path(workspace),
+            allowed_roots=tuple(section.allowed_roots),
+            command_profile=section.command_profile,
+            env_allow=tuple(section.env.allow),
+            env_deny=tuple(section.env.deny),
+            env_set=dict(section.env.set),
+            confinement=section.confinement,
+            network=section.network,
+        )
+    )
+    when = "It applies from the next tool call." if live else "Restart Fermix to apply it."
+    return f"Done: the [sandbox] in config.toml is approved. {when}"
 
 
 def _show(runtime: _Runtime) -> str:
@@ -249,10 +309,23 @@ def _show(runtime: _Runtime) -> str:
         )
     info = policy.describe()
     grants = ", ".join(info["allowed_roots"]) or "none"
-    lines = [
+    lines = []
+    if runtime.home is not None:
+        from fermix_core.sandbox import approval
+
+        state = approval.check(runtime.home)
+        if state.pending:
+            lines.append(
+                "NOT APPLIED — config.toml's [sandbox] was changed outside Fermix: "
+                + "; ".join(state.changes())
+                + ". /sandbox approve applies it (after /confirm)."
+            )
+    lines += [
         f"Sandbox: {info['mode']} mode, command profile {info['command_profile']}.",
         f"Workspace: {info['workspace']}",
         f"Granted folders: {grants}",
+        f"Commands: {info['confinement']['detail']}"
+        + (f" (to fix: {info['confinement']['fix']})" if info["confinement"]["fix"] else ""),
     ]
     for ignored in info["ignored_roots"]:
         lines.append(f"Ignored grant: {ignored['path']} ({ignored['reason']})")

@@ -40,8 +40,6 @@ class LocalCommand(Tool[CommandArgs]):
         self.command = command
 
     async def run(self, args: CommandArgs, ctx: ToolContext) -> ToolOutput:
-        from fermix_core.sandbox.exec import run_command
-
         policy = ctx.service("sandbox")
         if not policy.command_allowed(self.command):
             raise ToolError(
@@ -50,8 +48,13 @@ class LocalCommand(Tool[CommandArgs]):
         argv = [self.command, *args.args]
         cwd = policy.resolve(args.cwd, ctx) if args.cwd else Path(ctx.cwd)
         policy.check_command(argv, cwd=cwd)
-        result = await run_command(
-            argv, cwd=cwd, env=policy.child_env(), timeout=args.timeout, output_cap=MAX_OUTPUT
+        result = await policy.run(
+            argv,
+            cwd=cwd,
+            env=policy.child_env(),
+            ctx=ctx,
+            timeout=args.timeout,
+            output_cap=MAX_OUTPUT,
         )
         if result.timed_out:
             raise ToolError(f"{self.command} did not finish in {args.timeout}s and was stopped")

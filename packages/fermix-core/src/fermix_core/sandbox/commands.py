@@ -20,6 +20,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,54 @@ from fermix_core.sandbox.words import (
 )
 
 __all__ = ["MAX_DEPTH", "CommandChecker", "CommandRefused"]
+
+#: Variables that change which program an allowed name starts, or load code into it.
+_PROFILE_ESCAPE_VARS = frozenset(
+    {"PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_LOADABLES_PATH"}
+)
+#: GNU sed ``e command`` (address optional) and ``s/x/cmd/e``.
+_SED_EXEC = re.compile(
+    r"(?:^|[;\n{}])\s*(?:[0-9$]+|/[^/\n]*/)?(?:,(?:[0-9$]+|/[^/\n]*/))?!?\s*e\s+([^;\n}]*)"
+)
+_SED_SUBST_EXEC = re.compile(
+    r"(?:^|[;\n{}]|\s)s(?P<d>[^\w\s\\])(?:(?!(?P=d)).)*(?P=d)(?P<replacement>(?:(?!(?P=d)).)*)"
+    r"(?P=d)[gpiImM0-9w]*e"
+)
+#: Options that take a command to run, per program; the value is a prefix to strip.
+_RUNS_COMMAND: dict[str, dict[str, str]] = {
+    "tar": {
+        "--to-command": "",
+        "--use-compress-program": "",
+        "-I": "",
+        "--checkpoint-action": "exec=",
+        "--info-script": "",
+        "--new-volume-script": "",
+        "-F": "",
+        "--rsh-command": "",
+    },
+    "zip": {"-TT": "", "--unzip-command": ""},
+    "rsync": {"-e": "", "--rsh": "", "--rsync-path": ""},
+}
+_RUNS_COMMAND["gtar"] = _RUNS_COMMAND["bsdtar"] = _RUNS_COMMAND["tar"]
+
+
+def _script_operand(args: list[Word]) -> Word | None:
+    """The script-file operand of ``sh [options] FILE``."""
+    index = 0
+    while index < len(args):
+        text = args[index].text
+        if text == "--":
+            index += 1
+            break
+        if text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            index += 2
+            continue
+        if text[:1] in "-+" and len(text) > 1:
+            index += 1
+            continue
+        break
+    return args[index] if index < len(args) else None
+
 
 #: Nesting (``sh -c "bash -c '…'"``, substitutions within substitutions) deeper than this
 #: is refused: no honest command needs it, and an unbounded walk is a way to hide one.
@@ -65,6 +114,10 @@ class CommandChecker(CatastropheRules):
     key: Callable[[str], str] = lambda s: s
     programs: list[str] = field(default_factory=list)
     enforce_profile: bool = False
+    #: Variables assigned earlier in the command (``X=$HOME; rm -rf "$X"``), statically.
+    variables: dict[str, str | None] = field(default_factory=dict)
+    #: Here-strings and here-documents given to ``exec N<<<…`` (read back as /dev/fd/N).
+    fd_scripts: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ entry points
 
@@ -84,6 +137,8 @@ class CommandChecker(CatastropheRules):
         self._walk(command)
         if self.profile != "extended":
             self.enforce_profile = True
+            self.variables.clear()
+            self.fd_scripts.clear()
             self._walk(command)
 
     def _walk(self, command: str | Sequence[str]) -> None:
@@ -120,15 +175,45 @@ class CommandChecker(CatastropheRules):
                 self._redirects(command)
                 stdin = self._stdin_script(command)
                 piped = command.piped_from is not None
+                self._profile_escapes(command.words, command.redirects)
                 self.simple(command.words, depth, functions=known, stdin=stdin, piped=piped)
                 self._follow_cd(command.words)
+                self._remember(command)
         finally:
             self.cwd = saved_cwd
+
+    def _remember(self, command: Simple) -> None:
+        """What later commands of the same line depend on: plain assignments
+        (``X=$HOME``, ``export X=~``) and ``exec 3<<<'…'`` bodies."""
+        words = command.words
+        if words and words[0].text in ("export", "declare", "typeset", "local", "readonly"):
+            words = [w for w in words[1:] if not w.text.startswith("-")]
+        elif words and not all(ASSIGNMENT.match(w.text) for w in words):
+            words = []
+        for word in words:
+            match = ASSIGNMENT.match(word.text)
+            if match is None:
+                continue
+            name = word.text[: match.end()].rstrip("+=")
+            value = Word(word.text[match.end() :], list(word.substitutions))
+            if value.dynamic and self._static(value) is None:
+                self.variables[name] = self._expand(value.text, value.substitutions) or None
+            else:
+                self.variables[name] = self._static(value)
+        if command.words and command.words[0].text == "exec":
+            for op, target, body in command.redirects:
+                if op == "<<<" and target is not None:
+                    self.fd_scripts.append(plain(target.text))
+                elif op in ("<<", "<<-") and body is not None:
+                    self.fd_scripts.append(body)
 
     def _follow_cd(self, words: list[Word]) -> None:
         """``cd / && rm -rf *``: later relative targets are judged from the new directory."""
         words = [w for w in words if not ASSIGNMENT.match(w.text)]
-        if not words or words[0].text != "cd":
+        if words and words[0].text == "popd":
+            self.cwd = None
+            return
+        if not words or words[0].text not in ("cd", "pushd"):
             return
         args = [w for w in words[1:] if not w.text.startswith("-")]
         if not args:
@@ -170,9 +255,14 @@ class CommandChecker(CatastropheRules):
         words = strip_prefix(split_words(list(words)), functions)
         if not words or words[0].text in SKIP_SEGMENT:
             return
+        first = self._static(words[0])
+        piped_args: list[Word] = []
+        if first is not None and program_name(first) == "xargs" and stdin is not None:
+            piped_args = [Word(part) for part in stdin.split()]  # `echo ~ | xargs rm -rf`
         words = self._unwrap(words, depth, functions)
         if not words:
             return
+        words = words + piped_args
         head = words[0]
         args = words[1:]
         argv0 = self._static(head)
@@ -181,6 +271,8 @@ class CommandChecker(CatastropheRules):
             return
         name = program_name(argv0)
         self.programs.append(name)
+        if "/" in argv0 and name not in functions:
+            self._run_file(argv0, depth, functions)
         if name not in functions:
             self._allowed(name, argv0)
         self._catastrophic(name, args)
@@ -285,6 +377,9 @@ class CommandChecker(CatastropheRules):
     ) -> None:
         if name in SHELLS:
             script, reads_stdin = shell_script(args, self._render)
+            source = None if script is not None or reads_stdin else _script_operand(args)
+            if source is not None:
+                script, reads_stdin = self._script_source(name, source, stdin)
             if script is not None:
                 self.script(script, depth + 1, functions)
             elif reads_stdin and stdin is not None:
@@ -300,10 +395,12 @@ class CommandChecker(CatastropheRules):
         elif name == "eval":
             self.script(" ".join(self._render(w) for w in args), depth + 1, functions)
         elif name in ("source", "."):
-            if args and args[0].text == SUBST and args[0].substitutions:
-                self.script(self._substituted(args[0].substitutions[0]), depth + 1, functions)
-            elif args and args[0].text in ("/dev/stdin", "-") and stdin is not None:
-                self.script(stdin, depth + 1, functions)
+            if args:
+                script, reads_stdin = self._script_source(name, args[0], stdin)
+                if script is not None:
+                    self.script(script, depth + 1, functions)
+                elif reads_stdin and stdin is not None:
+                    self.script(stdin, depth + 1, functions)
         elif name in ("at", "batch") and stdin is not None:
             self.script(stdin, depth + 1, functions)
         elif name == "alias":
@@ -315,7 +412,287 @@ class CommandChecker(CatastropheRules):
             self.script(self._render(args[0]), depth + 1, functions)
         elif name == "find":
             self._find(args, depth, functions)
+        elif name == "xargs" and stdin is not None:
+            pass  # handled in simple(): the piped words become arguments
+        elif name == "parallel":
+            self._parallel(args, depth, functions)
+        elif name in ("awk", "gawk", "mawk", "nawk", "busybox-awk"):
+            self._awk(args, depth, functions)
+        elif name in ("sed", "gsed"):
+            self._sed(args, depth, functions)
+        elif name in ("tar", "gtar", "bsdtar", "zip", "rsync"):
+            self._program_options(name, args, depth, functions)
         elif INTERPRETER.match(name):
             self._inline_code(args, depth, functions)
+            self._interpreter_input(args, depth, functions, stdin)
+
+    # ------------------------------------------------------------------ scripts on disk
+
+    def _read_script(self, path_text: str, what: str) -> str | None:
+        """The text of a script file the command runs, so it is checked like a ``-c``
+        body. A script that does not exist yet cannot be judged: refused."""
+        path = Path(path_text)
+        if not path.is_absolute():
+            if self.cwd is None:
+                return None
+            path = self.cwd / path
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            raise CommandRefused(
+                "unparseable",
+                f"{what} {path_text} does not exist yet, so it cannot be checked before it "
+                "runs; write it first (file_write), then run it in a separate command",
+            ) from None
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size > MAX_COMMAND_CHARS:
+            raise CommandRefused(
+                "unparseable",
+                f"{what} {path_text} is over {MAX_COMMAND_CHARS} characters, too long to "
+                "check before it runs; split it into smaller scripts",
+            )
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def _script_source(self, name: str, word: Word, stdin: str | None) -> tuple[str | None, bool]:
+        """``(script, reads_stdin)`` for the script operand of a shell or ``source``: a file,
+        ``/dev/stdin``, a descriptor filled by ``exec 3<<<…``, or ``<(echo …)``."""
+        if word.text == SUBST and word.substitutions:
+            output = self._substituted(word.substitutions[0])
+            if output:
+                return output, False
+            if self.enforce_profile:
+                raise CommandRefused(
+                    "profile",
+                    f"`{name}` would run a script produced by another program at run time, "
+                    f"which cannot be checked in the `{self.profile}` profile; save the script "
+                    "to a file in the workspace, read it, and run the file.",
+                    program=name,
+                )
+            return None, False
+        text = self._static(word)
+        if text is None:
+            return None, False
+        if text in ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
+            return None, True
+        if re.fullmatch(r"/(?:dev/fd|proc/(?:self|\d+|\$\$)/fd)/\d+", text):
+            if self.fd_scripts:
+                return "\n".join(self.fd_scripts), False
+            raise CommandRefused(
+                "unparseable",
+                f"`{name}` would read its script from {text}, which cannot be checked; save "
+                "the script to a file in the workspace and run that",
+                program=name,
+            )
+        return self._read_script(text, "the script"), False
+
+    def _run_file(self, argv0: str, depth: int, functions: set[str]) -> None:
+        """``./wipe.sh``: a script run by path is checked by its interpreter line."""
+        path = Path(argv0) if argv0.startswith("/") else (self.cwd or Path("/")) / argv0
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(256)
+        except OSError:
+            return
+        if not head.startswith(b"#!"):
+            return
+        line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+        if not line:
+            return
+        interpreter = program_name(
+            line[-1] if line[0].endswith("/env") and len(line) > 1 else line[0]
+        )
+        if interpreter in SHELLS:
+            body = self._read_script(str(path), "the script")
+            if body is not None:
+                self.script(body, depth + 1, functions)
+        elif INTERPRETER.match(interpreter):
+            body = self._read_script(str(path), "the script")
+            if body is not None:
+                self._judge_code(body, depth, functions)
+
+    def _interpreter_input(
+        self, args: list[Word], depth: int, functions: set[str], stdin: str | None
+    ) -> None:
+        """``python3 - <<< '…'`` and ``python3 wipe.py``: the code is judged like ``-c``."""
+        if self.enforce_profile:
+            return
+        positional = [w for w in args if not w.text.startswith("-") or w.text == "-"]
+        inline = any(w.text in ("-c", "-e", "-E", "-r", "--eval", "-p") for w in args)
+        if inline:
+            return
+        if (not positional or positional[0].text == "-") and stdin is not None:
+            self._judge_code(stdin, depth, functions)
+        elif positional and positional[0].text != "-":
+            text = self._static(positional[0])
+            if text is not None and not text.startswith("/dev/"):
+                try:
+                    body = self._read_script(text, "the program")
+                except CommandRefused:
+                    body = None  # a missing .py file just fails; it cannot run anything
+                if body is not None:
+                    self._judge_code(body, depth, functions)
+
+    # ------------------------------------------------------------------ programs that run programs
+
+    def _parallel(self, args: list[Word], depth: int, functions: set[str]) -> None:
+        """GNU ``parallel CMD ::: ARGS``: each argument is run as ``CMD ARG``."""
+        texts = [w.text for w in args]
+        if ":::" not in texts:
+            return
+        split = texts.index(":::")
+        command = args[:split]
+        while command and command[0].text.startswith("-"):
+            takes_value = command[0].text in ("-j", "-P", "-S", "--jobs", "-N", "-n")
+            command = command[2:] if takes_value else command[1:]
+        inputs = []
+        for word in args[split + 1 :]:
+            if word.text in (":::", "::::", ":::+"):
+                break
+            inputs.append(word)
+        for value in inputs:
+            filled = [value if w.text == "{}" else w for w in command]
+            if not any(w.text == "{}" for w in command):
+                filled.append(value)
+            if filled:
+                self.simple(filled, depth + 1, functions=functions)
+
+    def _awk(self, args: list[Word], depth: int, functions: set[str]) -> None:
+        """``awk 'BEGIN{system("rm -rf ~")}'``: the program's strings are judged like a
+        one-liner's (``system()``, ``| "cmd"`` and ``"cmd" | getline`` run them)."""
+        if self.enforce_profile:
+            return
+        index = 0
+        while index < len(args):
+            text = args[index].text
+            if text in ("-f", "--file") and index + 1 < len(args):
+                body = self._read_script(plain(args[index + 1].text), "the awk program")
+                if body is not None:
+                    self._judge_code(body, depth, functions)
+                return
+            if text in ("-v", "-F", "--assign", "--field-separator"):
+                index += 2
+                continue
+            if text.startswith("-") and text != "-":
+                index += 1
+                continue
+            self._judge_code(self._render(args[index]), depth, functions)
+            return
+
+    def _sed(self, args: list[Word], depth: int, functions: set[str]) -> None:
+        """GNU sed's ``e COMMAND`` and ``s/…/…/e`` run a shell command."""
+        scripts: list[str] = []
+        index = 0
+        positional_script = True
+        while index < len(args):
+            text = args[index].text
+            if text in ("-e", "--expression") and index + 1 < len(args):
+                scripts.append(self._render(args[index + 1]))
+                positional_script = False
+                index += 2
+                continue
+            if text.startswith("--expression="):
+                scripts.append(text.split("=", 1)[1])
+                positional_script = False
+            elif text in ("-f", "--file") and index + 1 < len(args):
+                body = self._read_script(plain(args[index + 1].text), "the sed script")
+                scripts.append(body or "")
+                positional_script = False
+                index += 2
+                continue
+            elif not text.startswith("-") and positional_script:
+                scripts.append(self._render(args[index]))
+                positional_script = False
+            index += 1
+        for script in scripts:
+            for command in _SED_EXEC.findall(script):
+                if command.strip():
+                    self.script(command.strip(), depth + 1, functions)
+            for match in _SED_SUBST_EXEC.finditer(script):
+                self.script(match.group("replacement"), depth + 1, functions)
+
+    def _program_options(self, name: str, args: list[Word], depth: int, functions: set[str]):
+        """Options that name a command to run: ``tar --to-command``, ``-I``,
+        ``--checkpoint-action=exec=``; ``zip -TT``; ``rsync -e`` / ``--rsync-path``."""
+        options = _RUNS_COMMAND.get(name, {})
+        index = 0
+        while index < len(args):
+            text = plain(args[index].text)
+            value: str | None = None
+            option, eq, attached = text.partition("=")
+            if option in options and eq:
+                value = attached
+            elif option in options and index + 1 < len(args):
+                value = self._render(args[index + 1])
+                index += 1
+            if value is not None:
+                prefix = options[option]
+                if not prefix:
+                    self.script(value, depth + 1, functions)
+                elif value.startswith(prefix):
+                    self.script(value[len(prefix) :], depth + 1, functions)
+            index += 1
+
+    def _judge_code(self, code: str, depth: int, functions: set[str]) -> None:
+        """Interpreter code: ``rmtree`` of / or the home, and quoted strings that are
+        catastrophic shell commands. Only catastrophes count (see :meth:`_inline_code`)."""
+        from fermix_core.sandbox.rules import judge_code
+
+        judge_code(self, code, depth, functions)
+
+    def _profile_escapes(self, words: list[Word], redirects: Sequence[tuple] = ()) -> None:
+        """In ``bare`` and ``assistant``: ways to run a program the profile does not allow
+        under a name it does (``PATH=…``, ``hash -p``, ``LD_PRELOAD``), and raw network
+        from ``/dev/tcp`` redirections."""
+        if not self.enforce_profile or self.profile == "extended":
+            return
+        for _op, target, _body in redirects:
+            text = plain(target.text) if target is not None else ""
+            if re.match(r"/dev/(?:tcp|udp)/", text):
+                raise CommandRefused(
+                    "profile",
+                    f"a redirection to {text} opens a network connection, which the "
+                    f"`{self.profile}` profile does not allow; ask the owner for the extended "
+                    "profile (and `[sandbox] network = true`).",
+                )
+        if not words:
+            return
+        candidates = list(words)
+        if candidates and candidates[0].text in ("export", "declare", "typeset", "readonly"):
+            candidates = candidates[1:]
+        for word in candidates:
+            match = ASSIGNMENT.match(word.text)
+            if match is None:
+                if word is candidates[0] and candidates is not words:
+                    continue
+                break
+            variable = word.text[: match.end()].rstrip("+=")
+            if variable in _PROFILE_ESCAPE_VARS:
+                raise CommandRefused(
+                    "profile",
+                    f"setting {variable} in the `{self.profile}` profile would let a program "
+                    "outside the profile run under an allowed name; use the sandbox's "
+                    "environment, or ask the owner for the extended profile.",
+                    program=variable,
+                )
+        head = self._static(words[0]) if words else None
+        if head == "hash" and any(w.text.startswith("-") and "p" in w.text for w in words[1:]):
+            raise CommandRefused(
+                "profile",
+                f"`hash -p` maps an allowed name to another program; not in the "
+                f"`{self.profile}` profile.",
+                program="hash",
+            )
+        if head == "enable" and any(w.text.startswith("-") and "f" in w.text for w in words):
+            raise CommandRefused(
+                "profile",
+                "`enable -f` loads code into the shell; not in this profile.",
+                program="enable",
+            )
 
     # ------------------------------------------------------------------ the rules

@@ -27,6 +27,7 @@ __all__ = [
     "FERMIX_INTERNALS",
     "HOME_PROTECTED",
     "HOME_WRITE_PROTECTED",
+    "HOME_WRITE_PROTECTED_NAMES",
     "MAX_PATH_CHARS",
     "OS_ROOTS",
     "PathProblem",
@@ -112,6 +113,20 @@ HOME_PROTECTED: tuple[tuple[str, str], ...] = (
     (".bitcoin", "a cryptocurrency wallet"),
     (".ethereum", "a cryptocurrency wallet"),
     (".electrum", "a cryptocurrency wallet"),
+    (".config/git/credentials", "stored Git credentials"),
+    (".bash_history", "shell history (often holds pasted secrets)"),
+    (".zsh_history", "shell history (often holds pasted secrets)"),
+    (".local/share/fish/fish_history", "shell history (often holds pasted secrets)"),
+    (".python_history", "Python history (often holds pasted secrets)"),
+    (".psql_history", "psql history (often holds pasted secrets)"),
+    (".mysql_history", "MySQL history (often holds pasted secrets)"),
+    (".config/sops", "SOPS/age private keys"),
+    (".m2/settings.xml", "Maven repository credentials"),
+    (".pulumi/credentials.json", "the Pulumi token"),
+    (".config/glab-cli", "the GitLab CLI token"),
+    (".config/hcloud", "the Hetzner Cloud token"),
+    (".config/doctl", "the DigitalOcean token"),
+    (".gradle/gradle.properties", "Gradle repository credentials"),
 )
 
 #: Under the OS home: files that run code at login or on every shell start. Reading them
@@ -126,10 +141,29 @@ HOME_WRITE_PROTECTED: tuple[tuple[str, str], ...] = (
     (".zprofile", "a shell start-up file"),
     (".zlogin", "a shell start-up file"),
     (".config/fish/config.fish", "a shell start-up file"),
+    (".config/fish/conf.d", "shell start-up files"),
+    (".bash_logout", "a shell log-out file"),
+    (".bashrc.d", "shell start-up files"),
+    (".zshrc.d", "shell start-up files"),
+    (".vimrc", "the Vim start-up file (it can run commands)"),
+    (".config/nvim/init.vim", "the Neovim start-up file (it can run commands)"),
+    (".config/nvim/init.lua", "the Neovim start-up file (it can run commands)"),
     (".gitconfig", "the global Git configuration (it can name programs Git runs)"),
+    (".config/git/config", "the global Git configuration (it can name programs Git runs)"),
+    (".local/bin", "programs on your PATH (they run under the names you type)"),
     (".config/autostart", "desktop autostart entries"),
     (".config/systemd/user", "systemd user services"),
+    (".local/share/systemd/user", "systemd user services"),
     ("Library/LaunchAgents", "macOS launch agents"),
+)
+
+#: File names that run code whenever Python starts, wherever they are under the OS home
+#: (``.pth`` files in a site-packages directory; ``sitecustomize``/``usercustomize``):
+#: readable, never written.
+HOME_WRITE_PROTECTED_NAMES: tuple[tuple[str, str], ...] = (
+    ("*.pth", "a Python start-up hook (.pth files run code when Python starts)"),
+    ("sitecustomize.py", "a Python start-up hook"),
+    ("usercustomize.py", "a Python start-up hook"),
 )
 
 #: Inside FERMIX_HOME. Everything else there outside the workspace is protected as well;

@@ -23,10 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fermix_core.sandbox.commands import CommandChecker, CommandRefused
+from fermix_core.sandbox.confine import (
+    HOST_SOCKETS,
+    Launch,
+    Plan,
+    existing,
+    probe,
+    probed,
+    wrap,
+)
+from fermix_core.sandbox.exec import CommandResult, run_command
 from fermix_core.sandbox.paths import (
     FERMIX_INTERNALS,
     HOME_PROTECTED,
     HOME_WRITE_PROTECTED,
+    HOME_WRITE_PROTECTED_NAMES,
     OS_ROOTS,
     PathProblem,
     Protected,
@@ -60,7 +71,20 @@ BASE_ENV: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Variables a glob in ``[sandbox.env] allow`` never matches: they need their exact name.
 _CREDENTIAL_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE
+    r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|CREDS|AUTH|COOKIE|SESSION|PRIVATE|SIGNING"
+    r"|DSN|WEBHOOK|BEARER|JWT|SALT|_PWD$|_PW$|_PIN$"
+    r"|(?:DATABASE|DB|REDIS|MONGO(?:DB)?|AMQP|RABBITMQ|POSTGRES(?:QL)?|MYSQL|BROKER)_?UR[LI]",
+    re.IGNORECASE,
+)
+#: Values that carry a credential whatever the variable is called: a URL with a password
+#: (``postgres://app:hunter2@db/app``), a webhook URL, or a token shape the log redactor
+#: knows (``sk-…``, ``ghp_…``, ``xoxb-…``, JWTs, AWS key ids, …).
+_CREDENTIAL_VALUE = re.compile(
+    r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@"
+    r"|^https://hooks\.slack\.com/|^https://discord(?:app)?\.com/api/webhooks/"
+    r"|^https://[^/]*\.(?:webhook\.office|logic\.azure)\.com/"
+    r"|^https://[0-9a-f]{16,}@[^/]*sentry\.io/",
+    re.IGNORECASE,
 )
 
 
@@ -102,6 +126,11 @@ class SandboxPolicy:
     resolver: Any = None
     #: ``None`` probes the file system holding the OS home.
     case_insensitive: bool | None = None
+    #: ``"auto"`` confines children when a backend works, ``"required"`` refuses to start
+    #: them otherwise, ``"off"`` only screens (see :mod:`.confine`).
+    confinement: str = "auto"
+    #: Network inside confined children; ``None``: only the ``extended`` profile has it.
+    network: bool | None = None
     #: Granted roots that were dropped because no grant may name them, with the reason.
     ignored_roots: tuple[tuple[Path, str], ...] = field(init=False, default=())
     protected: tuple[Protected, ...] = field(init=False, default=())
@@ -115,6 +144,10 @@ class SandboxPolicy:
             names = ", ".join(PROFILES)
             raise ValueError(
                 f"command profile must be one of {names} (got {self.command_profile!r})"
+            )
+        if self.confinement not in ("auto", "required", "off"):
+            raise ValueError(
+                f"confinement must be auto, required or off (got {self.confinement!r})"
             )
         setattr_ = object.__setattr__
         root = Path("/")
@@ -160,13 +193,15 @@ class SandboxPolicy:
         environ: Mapping[str, str] | None = None,
         tracer: Any = None,
         resolver: Any = None,
+        section: Any = None,
     ) -> SandboxPolicy:
-        """The policy ``[sandbox]`` of *config* describes.
+        """The policy ``[sandbox]`` of *config* describes (or *section*, a
+        ``SandboxConfig`` to use instead: the approved one while a change is pending).
 
         *os_home* defaults to ``$HOME`` of *environ* (then of this process): protected paths
         key off the OS home, never off ``FERMIX_HOME``.
         """
-        section = config.core.sandbox
+        section = config.core.sandbox if section is None else section
         env = os.environ if environ is None else environ
         if os_home is None:
             os_home = Path(env.get("HOME") or Path.home())
@@ -181,6 +216,8 @@ class SandboxPolicy:
             env_allow=tuple(section.env.allow),
             env_deny=tuple(section.env.deny),
             env_set=dict(section.env.set),
+            confinement=section.confinement,
+            network=section.network,
             tracer=tracer,
             environ=environ,
             resolver=resolver,
@@ -264,6 +301,11 @@ class SandboxPolicy:
             for entry in self.write_protected:
                 if is_within(key, self._key(entry.path)):
                     return f"{entry.reason}; it may be read but never written"
+            if is_within(key, home):
+                name = key.rsplit("/", 1)[-1]
+                for pattern, reason in HOME_WRITE_PROTECTED_NAMES:
+                    if fnmatch.fnmatchcase(name, pattern):
+                        return f"{reason}; it may be read but never written"
         return None
 
     def _protected_keys(self) -> list[tuple[str, Protected]]:
@@ -428,6 +470,115 @@ class SandboxPolicy:
         """Whether the command profile lets the agent start *argv0*."""
         return program_allowed(self.command_profile, argv0)
 
+    # ------------------------------------------------------------------ confinement
+
+    @property
+    def network_allowed(self) -> bool:
+        """Whether confined children get the network (``[sandbox] network``, else only the
+        ``extended`` profile)."""
+        if self.network is not None:
+            return bool(self.network)
+        return self.command_profile == "extended"
+
+    def confinement_plan(
+        self, cwd: Path, ctx: ToolContext | None = None, *, write: bool = True
+    ) -> Plan:
+        """What a child started from *cwd* in this run may see and write."""
+        roots = existing(self.roots(ctx))
+        home = self.os_home
+        masked = existing(
+            [home / rel for rel, _reason in HOME_PROTECTED]
+            + [self.fermix_home]
+            + [Path(p) for p in HOST_SOCKETS]
+        )
+        rebind = [
+            root
+            for root in roots
+            if any(root != m and is_within(str(root), str(m)) for m in masked)
+        ]
+        masked = [m for m in masked if m not in roots]
+        read_only = [
+            path
+            for path in existing(self.write_protected_paths())
+            if write and any(is_within(str(path), str(root)) for root in roots)
+        ]
+        return Plan(
+            cwd=Path(cwd),
+            roots=tuple(roots),
+            write=write,
+            masked=tuple(masked),
+            rebind=tuple(rebind),
+            read_only=tuple(read_only),
+            network=self.network_allowed,
+        )
+
+    def write_protected_paths(self) -> list[Path]:
+        """The existing write-protected files and folders (globs such as ``.local/bin/*``
+        expanded)."""
+        return [entry.path for entry in self.write_protected]
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        ctx: ToolContext | None = None,
+        write: bool = True,
+    ) -> Launch:
+        """The argv and env that start *argv* confined (or screened only, when confinement
+        is off or unavailable in ``auto``). The one entry point for every child the agent
+        starts — tools through :meth:`run`, long-lived servers (MCP stdio) directly.
+        ``write=False`` binds every root read-only. Raises ``ConfinementUnavailable`` when
+        ``confinement = "required"`` and no backend works."""
+        plan = self.confinement_plan(cwd, ctx, write=write)
+        return wrap(argv, env, plan, setting=self.confinement)  # type: ignore[arg-type]
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        ctx: ToolContext | None = None,
+        write: bool = True,
+        **options: Any,
+    ) -> CommandResult:
+        """:func:`run_command` of *argv* under :meth:`launch` (options pass through)."""
+        import anyio
+
+        if self.confinement != "off" and not probed():
+            await anyio.to_thread.run_sync(probe)  # a few ms, once per process
+        started = self.launch(argv, cwd=cwd, env=env, ctx=ctx, write=write)
+        return await run_command(started.argv, cwd=cwd, env=started.env, **options)
+
+    def confinement_status(self) -> dict[str, Any]:
+        """For ``fermix sandbox show``, ``fermix doctor`` and the boot log."""
+        if self.confinement == "off":
+            return {
+                "setting": "off",
+                "active": False,
+                "backend": None,
+                "detail": 'confinement = "off": commands are screened only, not confined',
+                "fix": 'set [sandbox] confinement = "auto"',
+                "network": self.network_allowed,
+            }
+        found = probe()
+        if found.available:
+            detail = f"every command runs inside {found.detail}"
+        elif self.confinement == "required":
+            detail = f"{found.detail}; confinement is required, so no command will run"
+        else:
+            detail = f"{found.detail}; commands are screened only, NOT confined"
+        return {
+            "setting": self.confinement,
+            "active": found.available,
+            "backend": found.backend,
+            "detail": detail,
+            "fix": None if found.available else found.fix,
+            "network": self.network_allowed,
+        }
+
     # ------------------------------------------------------------------ environment
 
     def child_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -446,7 +597,7 @@ class SandboxPolicy:
         env.setdefault("PATH", DEFAULT_PATH)
         env.setdefault("LANG", "C.UTF-8")
         for name, value in host.items():
-            if self._env_allowed(name):
+            if self._env_allowed(name, value):
                 env[name] = value
         for name in list(env):
             if name not in ("PATH", "HOME") and self._env_denied(name):
@@ -456,12 +607,12 @@ class SandboxPolicy:
             env.update({str(k): str(v) for k, v in extra.items()})
         return env
 
-    def _env_allowed(self, name: str) -> bool:
+    def _env_allowed(self, name: str, value: str = "") -> bool:
         for pattern in self.env_allow:
             if pattern == name:
                 return True
             globbed = any(ch in pattern for ch in "*?[")
-            if globbed and fnmatch.fnmatchcase(name, pattern) and not _CREDENTIAL_NAME.search(name):
+            if globbed and fnmatch.fnmatchcase(name, pattern) and not credential_like(name, value):
                 return True
         return False
 
@@ -527,6 +678,10 @@ class SandboxPolicy:
             ],
             "write_protected": [
                 {"path": str(p.path), "reason": p.reason} for p in self.write_protected
+            ]
+            + [
+                {"path": f"{self.os_home}/**/{pattern}", "reason": reason}
+                for pattern, reason in HOME_WRITE_PROTECTED_NAMES
             ],
             "command_profile": self.command_profile,
             "profile_programs": "any program" if programs is None else sorted(programs),
@@ -537,6 +692,7 @@ class SandboxPolicy:
                 "set": {name: _masked(name, value) for name, value in self.env_set.items()},
             },
             "case_insensitive": bool(self.case_insensitive),
+            "confinement": self.confinement_status(),
         }
 
     # ------------------------------------------------------------------ traces
@@ -573,6 +729,38 @@ class SandboxPolicy:
             )
         except Exception:
             log.debug("sandbox trace failed", exc_info=True)
+
+
+def credential_like(name: str, value: str = "") -> bool:
+    """Whether a variable looks like it holds a credential, by its name or its value; a
+    glob in ``[sandbox.env] allow`` never passes one (only its exact name does)."""
+    if _CREDENTIAL_NAME.search(name):
+        return True
+    if not value:
+        return False
+    if _CREDENTIAL_VALUE.search(value.strip()):
+        return True
+    from fermix_core.logs import redact
+
+    return redact(value) != value
+
+
+def log_confinement(policy: SandboxPolicy) -> dict[str, Any]:
+    """Say at boot how commands will run: confined (info), screened only (a loud warning),
+    or not at all (``required`` without a backend: an error)."""
+    status = policy.confinement_status()
+    if status["active"]:
+        log.info("sandbox: %s", status["detail"])
+    elif status["setting"] == "required":
+        log.error("sandbox: %s. To fix: %s", status["detail"], status["fix"])
+    else:
+        log.warning(
+            "sandbox: %s; a command the screen lets through can read and write whatever "
+            "you can. To fix: %s",
+            status["detail"],
+            status["fix"],
+        )
+    return status
 
 
 def _masked(name: str, value: Any) -> Any:

@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fermix_core.sandbox.paths import OS_ROOTS, is_disk_device, is_within
+from fermix_core.sandbox.paths import HOME_PROTECTED, OS_ROOTS, is_disk_device, is_within
 from fermix_core.sandbox.profiles import program_name
 from fermix_core.sandbox.shlex_lite import (
     MARK_CLOSE,
     MARK_OPEN,
     OUTPUT_REDIRECTS,
+    SUBST,
     LexError,
     Simple,
     Word,
@@ -28,7 +29,7 @@ from fermix_core.sandbox.shlex_lite import (
 from fermix_core.sandbox.words import brace_expand, looks_like_mode, names, plain
 from fermix_core.tool import ToolError
 
-__all__ = ["INTERPRETER", "CatastropheRules", "CommandRefused", "refuse"]
+__all__ = ["INTERPRETER", "CatastropheRules", "CommandRefused", "judge_code", "refuse"]
 
 
 class CommandRefused(ToolError):
@@ -51,6 +52,75 @@ _FIND_FILTERS = names(
     "-mmin -atime -amin -ctime -cmin -newer -newermt -size -user -group -uid -gid -perm "
     "-empty -links -inum -samefile -nouser -nogroup -used -fstype -lname -ilname "
     "-executable -readable -writable -mindepth"
+)
+
+#: Name tests whose pattern may be all wildcards (``-name '*'`` matches everything).
+_FIND_NAME_TESTS = names("-name -iname -path -ipath -wholename -iwholename -regex -iregex")
+#: Tests that do not narrow a deletion to a few files: ``find ~ -type f -delete`` still
+#: deletes every file in the home, ``-mindepth 1`` everything but the home itself.
+_FIND_NOT_NARROWING = names(
+    "-type -xtype -mindepth -maxdepth -readable -writable -executable -fstype -depth -xdev "
+    "-mount -nouser -nogroup"
+)
+#: Programs that, run by ``find -exec PROG {}``, destroy each file found.
+_FILE_DESTROYERS = frozenset({"rm", "shred", "wipe", "srm", "unlink", "truncate"})
+#: Programs that may name a disk device without writing it.
+_DEVICE_READERS = frozenset(
+    {
+        "lsblk",
+        "blkid",
+        "smartctl",
+        "hdparm",
+        "stat",
+        "ls",
+        "file",
+        "udevadm",
+        "partx",
+        "df",
+        "findmnt",
+        "mount",
+        "umount",
+        "eject",
+        "cat",
+        "head",
+        "less",
+        "more",
+        "od",
+        "hexdump",
+        "xxd",
+        "cmp",
+        "sha256sum",
+        "sha1sum",
+        "md5sum",
+        "b2sum",
+        "fsck",
+        "e2fsck",
+        "dumpe2fs",
+        "tune2fs",
+        "blockdev",
+        "lsof",
+        "fuser",
+        "echo",
+        "printf",
+        "readlink",
+        "realpath",
+        "test",
+        "[",
+        "dd",
+        "ddrescue",
+        "fdisk",
+        "sfdisk",
+        "sgdisk",
+        "gdisk",
+        "cfdisk",
+        "parted",
+        "wipefs",
+        "blkdiscard",
+        "mkswap",
+        "grep",
+        "which",
+        "mmls",
+    }
 )
 
 _FORK_BOMB_DEF = re.compile(
@@ -113,6 +183,8 @@ class CatastropheRules:
     key: Callable[[str], str]
     programs: list[str]
     enforce_profile: bool
+    variables: dict[str, str | None]
+    profile: str
 
     def script(self, text: str, depth: int, functions: set[str] | None = None) -> None:
         raise NotImplementedError  # the walk, in CommandChecker
@@ -168,6 +240,19 @@ class CatastropheRules:
 
     def _catastrophic(self, name: str, args: list[Word]) -> None:
         texts = [plain(w.text) for w in args]
+        if name not in _DEVICE_READERS and not name.startswith(("mkfs", "newfs")):
+            for text in texts:
+                for candidate in (text, text.partition("=")[2], text[text.find("/dev/") :]):
+                    if candidate.startswith("/dev/") and is_disk_device(candidate):
+                        raise refuse(f"`{name}` would write to the disk device {candidate}", name)
+        if name == "rsync":
+            self._rsync(args)
+        elif name == "git":
+            self._git_clean(args)
+        elif name == "fermix":
+            self._fermix(texts)
+        elif name in ("uv", "uvx", "pipx") and "fermix" in texts:
+            self._fermix(texts[texts.index("fermix") + 1 :])
         if name == "rm":
             self._rm(args)
         elif name in ("chmod", "chown", "chgrp"):
@@ -236,6 +321,13 @@ class CatastropheRules:
             targets.append(word)
         if recursive:
             for target in targets:
+                computed = target.text == SUBST and bool(target.substitutions)
+                if computed and not self._substituted(target.substitutions[0]):
+                    raise refuse(
+                        "the target of this recursive delete is computed at run time "
+                        f"($({target.substitutions[0][:60]})) and could be anything, your "
+                        "home included"
+                    )
                 self._disaster_target(target, "recursively delete")
 
     def _chmod(self, name: str, args: list[Word], *, guessed: bool) -> None:
@@ -259,6 +351,53 @@ class CatastropheRules:
                 self._disaster_target(target, f"recursively {name}")
             elif any(path == "/" for path in self._targets(target)):
                 raise refuse(f"`{name}` of / changes the whole file system", name)
+
+    def _fermix(self, texts: list[str]) -> None:
+        """The agent must not widen its own sandbox through the owner's CLI."""
+        words = [t for t in texts if not t.startswith("-")]
+        head = words[:2]
+        widening = (
+            head[:1] in (["grant"], ["revoke"], ["setup"])
+            or head in (["config", "set"], ["config", "unset"], ["config", "edit"])
+            or head == ["sandbox", "approve"]
+        )
+        if widening:
+            raise refuse(
+                f"`fermix {' '.join(head)}` changes Fermix's own settings or sandbox, which "
+                "only the owner may do (in their own terminal, or with /sandbox and /confirm)",
+                "fermix",
+            )
+
+    def _rsync(self, args: list[Word]) -> None:
+        """``rsync --delete SRC DEST`` makes DEST a copy of SRC: an empty SRC empties it."""
+        texts = [w.text for w in args]
+        if not any(t.startswith("--delete") or t == "--remove-source-files" for t in texts):
+            return
+        positional = [w for w in args if not w.text.startswith("-")]
+        if len(positional) >= 2:
+            self._disaster_target(positional[-1], "mirror an empty or other folder over")
+
+    def _git_clean(self, args: list[Word]) -> None:
+        """``git -C ~ clean -fdx`` deletes everything git does not track under ~."""
+        where: Word | None = None
+        index = 0
+        while index < len(args) and args[index].text.startswith("-"):
+            text = args[index].text
+            if text in ("-C", "--work-tree", "--git-dir", "-c") and index + 1 < len(args):
+                if text in ("-C", "--work-tree"):
+                    where = args[index + 1]
+                index += 2
+                continue
+            if text.startswith("--work-tree="):
+                where = Word(text.split("=", 1)[1])
+            index += 1
+        if index >= len(args) or args[index].text != "clean":
+            return
+        flags = [w.text for w in args[index + 1 :] if w.text.startswith("-")]
+        forced = any(f == "--force" or (not f.startswith("--") and "f" in f) for f in flags)
+        if not forced or any(f in ("-n", "--dry-run") for f in flags):
+            return
+        self._disaster_target(where or Word("."), "delete every untracked file under")
 
     def _kill(self, texts: list[str]) -> None:
         index = 0
@@ -295,6 +434,9 @@ class CatastropheRules:
         workspace = self.key(str(self.workspace)) if self.workspace is not None else None
         if is_within(key, fermix) and not (workspace and is_within(key, workspace)):
             return f"part of Fermix's own state ({path})"
+        for rel, reason in HOME_PROTECTED:
+            if is_within(key, self.key(str(self.home / rel))):
+                return f"{path} ({reason}, protected)"
         if is_within(key, home) or any(is_within(key, self.key(str(t))) for t in self.temp_dirs):
             return None
         for root in OS_ROOTS:
@@ -377,6 +519,15 @@ class CatastropheRules:
         if name == "pwd" and self.cwd is not None:
             return str(self.cwd)
         statics = [self._static(w) for w in words[1:]]
+        operands = [t for t in statics if t is not None and not t.startswith("-")]
+        if name in ("realpath", "readlink", "dirname") and None not in statics and operands:
+            target = operands[0]
+            if not target.startswith("/") and self.cwd is not None:
+                target = f"{self.cwd}/{target}"
+            target = posixpath.normpath(target)
+            return posixpath.dirname(target) if name == "dirname" else target
+        if name == "mktemp":
+            return "/tmp/mktemp.XXXXXXXX"  # noqa: S108 - a fresh temporary path, not a disaster
         if name in ("echo", "printf") and None not in statics:
             args = [text for text in statics if text is not None]
             while name == "echo" and args and args[0] in ("-n", "-e", "-E", "-ne", "-en"):
@@ -398,6 +549,9 @@ class CatastropheRules:
             return str(self.home)
         if var == "PWD" and self.cwd is not None:
             return str(self.cwd)
+        known = getattr(self, "variables", {}).get(var)
+        if known is not None and not rest:
+            return known
         if rest.startswith((":?", "?")):
             return "\x02set"  # ${X:?} aborts when unset: never empty
         if rest.startswith((":-", "-", ":=", "=")):
@@ -412,22 +566,10 @@ class CatastropheRules:
         must allow, and is not recorded as one."""
         if self.enforce_profile:
             return
-        seen = len(self.programs)
         for index, word in enumerate(args[:-1]):
             if word.text not in ("-c", "-e", "-E", "-r", "--eval", "-p"):
                 continue
-            code = self._render(args[index + 1])
-            if _RMTREE_DISASTER.search(code):
-                raise refuse("this deletes / or your home directory (rmtree)")
-            for literal in _STRING_LITERAL.findall(code):
-                text = literal[1:-1]
-                try:
-                    self.script(text, depth + 1, functions)
-                except CommandRefused as exc:
-                    if exc.reason == "catastrophic":
-                        raise
-                    # other refusals (profile, parse errors) do not apply to prose in code
-        del self.programs[seen:]
+            judge_code(self, self._render(args[index + 1]), depth, functions)
 
     def _find(self, args: list[Word], depth: int, functions: set[str]) -> None:
         texts = [w.text for w in args]
@@ -439,7 +581,7 @@ class CatastropheRules:
             starts.append(args[index])
             index += 1
         expression = args[index:]
-        filtered = any(w.text in _FIND_FILTERS for w in expression)
+        filtered = _find_narrows(expression)
         if not filtered and any(w.text == "-delete" for w in expression):
             for start in starts or [Word(".")]:
                 self._disaster_target(start, "delete everything under")
@@ -450,9 +592,51 @@ class CatastropheRules:
                 while end < len(expression) and expression[end].text not in (";", "+"):
                     end += 1
                 inner = expression[position + 1 : end]
+                program = program_name(plain(inner[0].text)) if inner else ""
+                if not filtered and program in _FILE_DESTROYERS:
+                    for start in starts or [Word(".")]:
+                        self._disaster_target(start, f"{program} every file under")
                 for start in starts or [Word(".")]:
                     found = Word(f"{start.text}/found") if filtered else start
                     filled = [found if w.text == "{}" else w for w in inner]
                     self.simple(filled, depth + 1, functions=functions)
                 position = end
             position += 1
+
+
+def judge_code(rules: CatastropheRules, code: str, depth: int, functions: set[str]) -> None:
+    """Interpreter code (a one-liner, a script file, an awk program): ``rmtree`` of / or
+    the home, and quoted strings that are catastrophic shell commands
+    (``os.system('rm -rf /')``, ``system("rm -rf ~")``). Only catastrophes count: a
+    string in code is not a program the profile must allow, and is not recorded as one."""
+    if rules.enforce_profile:
+        return
+    seen = len(rules.programs)
+    if _RMTREE_DISASTER.search(code):
+        raise refuse("this deletes / or your home directory (rmtree)")
+    for literal in _STRING_LITERAL.findall(code[:100_000]):
+        text = literal[1:-1]
+        try:
+            rules.script(text, depth + 1, functions)
+        except CommandRefused as exc:
+            if exc.reason == "catastrophic":
+                raise
+            # other refusals (profile, parse errors) do not apply to prose in code
+    del rules.programs[seen:]
+
+
+def _find_narrows(expression: list[Word]) -> bool:
+    """Whether ``find``'s tests pick out some files rather than all of them."""
+    texts = [plain(w.text) for w in expression]
+    if any(t in ("-o", "-or", ",") for t in texts):
+        return False
+    for index, text in enumerate(texts):
+        negated = index > 0 and texts[index - 1] in ("!", "-not")
+        if negated or text not in _FIND_FILTERS or text in _FIND_NOT_NARROWING:
+            continue
+        if text in _FIND_NAME_TESTS:
+            pattern = texts[index + 1] if index + 1 < len(texts) else ""
+            if not re.sub(r"[*?./\\]|\.\*", "", pattern):
+                continue  # "-name '*'" matches every name
+        return True
+    return False

@@ -38,6 +38,7 @@ from fermix_core.secrets.resolve import (
     MAX_COMMAND_OUTPUT,
     MAX_COMMAND_TIMEOUT,
     SecretResolver,
+    remember_configured_secrets,
     run_secret_command,
 )
 from fermix_core.secrets.store import migrate_secrets, store_plaintext_secrets
@@ -63,6 +64,7 @@ __all__ = [
     "keyring_writer_problem",
     "migrate_secrets",
     "profile_from_document",
+    "remember_configured_secrets",
     "run_secret_command",
     "store_plaintext_secrets",
 ]

@@ -256,3 +256,26 @@ def _register_for_redaction(value: str) -> None:
     from fermix_core.logs import add_known_secret
 
     add_known_secret(value)
+
+
+def remember_configured_secrets(
+    config: Any, registry: Any, environ: Mapping[str, str] | None = None
+) -> int:
+    """Teach the redactor every secret the config names that is cheap to know now.
+
+    Plain values in ``config.toml`` and the environment variables of every secret slot
+    are registered at once — a plain key matches no token shape, and a provider may echo it
+    in an error before anything resolved it. Keyring entries and command helpers are slow
+    or may prompt, so they are registered when :class:`SecretResolver` resolves them.
+    Returns how many values were handed to the redactor.
+    """
+    from fermix_core.config.slots import secret_fields
+
+    env = os.environ if environ is None else environ
+    count = 0
+    for slot in secret_fields(config, registry):
+        for value in (slot.value, env.get(slot.env) if slot.env else None):
+            if isinstance(value, str) and value and value != KEYRING_MARKER:
+                _register_for_redaction(value)
+                count += 1
+    return count

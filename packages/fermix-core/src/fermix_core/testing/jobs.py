@@ -162,6 +162,16 @@ class JobStoreContract:
         await store.settle(run.id, status="succeeded", now=T0 + 602)
         assert (await store.get_job("j1")).status == "paused"
 
+    async def test_resuming_mid_run_keeps_the_job_running(self, store: Any) -> None:
+        await store.create_job(make_job())
+        run = await self._claim(store)
+        await store.update_job("j1", {"status": "paused"}, now=T0 + 601)
+        resumed = await store.update_job("j1", {"status": "scheduled"}, now=T0 + 602)
+        assert resumed.status == "running"  # never claimable twice
+        assert await self._claim(store, trigger="manual") is None
+        await store.settle(run.id, status="succeeded", now=T0 + 603)
+        assert (await store.get_job("j1")).status == "scheduled"
+
     async def test_settle_can_complete_or_disable(self, store: Any) -> None:
         await store.create_job(make_job())
         run = await self._claim(store)

@@ -1,15 +1,17 @@
-"""Content matching for ``content_search``: ripgrep when installed, Python ``re`` otherwise.
+"""Content matching for ``content_search``: ripgrep when installed, the ``regex`` engine
+otherwise.
 
 Both backends search the same vetted file list (see :mod:`fermix_tools.files.walk`) and
 return the same :class:`Match` records, so the tool's output does not depend on which one
 ran beyond speed. ripgrep's regex dialect lacks look-around and back-references; a pattern
-it rejects is searched again with Python ``re``, which has both.
+it rejects is searched again with the ``regex`` module (Python ``re`` syntax), which has
+both; it runs with the GIL released and a time limit per line, because a backtracking
+pattern (``(a+)+b``) can take exponential time.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import regex as regex_engine
 from fermix_core.tool import ToolError
 
 from fermix_tools.files.common import SNIFF_BYTES, open_regular
@@ -26,6 +29,8 @@ from fermix_tools.files.walk import FileEntry
 MAX_COLUMNS = 300
 #: Path bytes passed to one ripgrep process (well under the OS argument limit).
 _ARGV_BUDGET = 96 * 1024
+#: Longest one line may take to match before the search stops and says why.
+LINE_MATCH_LIMIT = 2.0
 _RG_REGEX_ERROR = ("regex parse error", "error parsing regex", "regex could not be compiled")
 
 
@@ -63,12 +68,14 @@ def clip(text: str) -> str:
 
 def search_python(
     files: Sequence[FileEntry],
-    regex: re.Pattern[str],
+    regex: Any,
     *,
     max_matches: int,
     deadline: float | None = None,
 ) -> SearchResult:
-    """Line-by-line ``re.search`` over *files*; binary files (NUL in the head) are skipped."""
+    """Line-by-line search over *files* with a compiled ``regex`` pattern (a stdlib ``re``
+    pattern works too, without the time limit); binary files (NUL in the head) are skipped."""
+    timed = isinstance(regex, regex_engine.Pattern)
     result = SearchResult(backend="python")
     for entry in files:
         if deadline is not None and time.monotonic() > deadline:
@@ -86,7 +93,20 @@ def search_python(
                 handle.seek(0)
                 for number, raw in enumerate(handle, start=1):
                     line = raw.decode("utf-8", errors="replace")
-                    if regex.search(line):
+                    try:
+                        found = (
+                            regex.search(line, timeout=LINE_MATCH_LIMIT, concurrent=True)
+                            if timed
+                            else regex.search(line)
+                        )
+                    except TimeoutError:
+                        result.stopped = (
+                            f"the pattern took over {LINE_MATCH_LIMIT:g} s on line {number} of "
+                            f"{entry.path} and the search stopped; it backtracks (nested "
+                            "repeats such as (a+)+ or (.*)*): simplify it"
+                        )
+                        return result
+                    if found:
                         if len(result.matches) >= max_matches:
                             result.more = True
                             return result
@@ -113,10 +133,11 @@ async def search_rg(
     max_matches: int,
     env: dict[str, str],
     timeout: float,
+    policy: Any,
+    ctx: Any,
 ) -> SearchResult:
-    """Run ripgrep over *files* in argv-sized batches until *max_matches* are found."""
-    from fermix_core.sandbox import run_command
-
+    """Run ripgrep over *files* in argv-sized batches until *max_matches* are found,
+    confined read-only by *policy*."""
     result = SearchResult(backend="ripgrep")
     order = {entry.relative: index for index, entry in enumerate(files)}
     started = time.monotonic()
@@ -145,7 +166,7 @@ async def search_rg(
             "--",
             *batch,
         ]
-        outcome = await run_command(argv, cwd=root, env=env, timeout=remaining)
+        outcome = await policy.run(argv, cwd=root, env=env, ctx=ctx, write=False, timeout=remaining)
         if outcome.exit_code == 2 and any(s in outcome.stderr for s in _RG_REGEX_ERROR):
             raise RgPatternError(outcome.stderr.strip())
         if outcome.timed_out:

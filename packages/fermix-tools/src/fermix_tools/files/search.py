@@ -7,18 +7,18 @@ absolute so any of them can be handed straight to ``file_read``.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import regex as re
 from fermix_core.tool import Tool, ToolContext, ToolError, ToolOutput
 from pydantic import BaseModel, ConfigDict, Field
 
 from fermix_tools.files import grep
 from fermix_tools.files.common import sandbox, working_dir
-from fermix_tools.files.walk import FileEntry, WalkStats, compile_glob, walk_files
+from fermix_tools.files.walk import FileEntry, Glob, WalkStats, compile_glob, walk_files
 
 MAX_GLOB_RESULTS = 500
 MAX_CONTENT_MATCHES = 200
@@ -70,7 +70,10 @@ class GlobSearch(Tool[GlobSearchArgs]):
         root = working_dir(policy, ctx, args.root)
         matcher = compile_glob(args.pattern)
         stats = WalkStats()
-        found = await anyio.to_thread.run_sync(_glob, root, policy, ctx, stats, matcher)
+        # Off the event loop, bounded by SEARCH_TIMEOUT; /stop abandons it at once.
+        found = await anyio.to_thread.run_sync(
+            _glob, root, policy, ctx, stats, matcher, abandon_on_cancel=True
+        )
         shown = found[:MAX_GLOB_RESULTS]
         lines = [f"{len(found)} file(s) matching {args.pattern!r} under {root}:"]
         lines.extend(str(entry.path) for entry in shown)
@@ -93,7 +96,7 @@ class GlobSearch(Tool[GlobSearchArgs]):
 
 
 def _glob(
-    root: Path, policy: Any, ctx: ToolContext, stats: WalkStats, matcher: re.Pattern[str]
+    root: Path, policy: Any, ctx: ToolContext, stats: WalkStats, matcher: Glob
 ) -> list[FileEntry]:
     deadline = time.monotonic() + SEARCH_TIMEOUT
     return [
@@ -119,9 +122,9 @@ class ContentSearch(Tool[ContentSearchArgs]):
         stats = WalkStats()
         deadline = time.monotonic() + SEARCH_TIMEOUT
         files, too_big = await anyio.to_thread.run_sync(
-            _candidates, root, policy, ctx, stats, matcher, deadline
+            _candidates, root, policy, ctx, stats, matcher, deadline, abandon_on_cancel=True
         )
-        result = await _search(policy, root, files, args, regex, deadline)
+        result = await _search(policy, ctx, root, files, args, regex, deadline)
         notes = []
         if result.more:
             notes.append(
@@ -152,7 +155,7 @@ def _candidates(
     policy: Any,
     ctx: ToolContext,
     stats: WalkStats,
-    matcher: re.Pattern[str] | None,
+    matcher: Glob | None,
     deadline: float,
 ) -> tuple[list[FileEntry], int]:
     files: list[FileEntry] = []
@@ -173,10 +176,11 @@ def _candidates(
 
 async def _search(
     policy: Any,
+    ctx: Any,
     root: Path,
     files: list[FileEntry],
     args: ContentSearchArgs,
-    regex: re.Pattern[str],
+    regex: Any,
     deadline: float,
 ) -> grep.SearchResult:
     rg = grep.find_rg()
@@ -191,11 +195,18 @@ async def _search(
                 max_matches=MAX_CONTENT_MATCHES,
                 env=grep.rg_env(policy),
                 timeout=max(deadline - time.monotonic(), 1.0),
+                policy=policy,
+                ctx=ctx,
             )
         except grep.RgPatternError:
             pass  # a dialect difference (look-around, back-references): Python re has them
+    # The `regex` engine releases the GIL while it matches and stops at a per-line time
+    # limit, so a pattern that backtracks cannot freeze the event loop; /stop abandons it.
     return await anyio.to_thread.run_sync(
-        lambda: grep.search_python(files, regex, max_matches=MAX_CONTENT_MATCHES, deadline=deadline)
+        lambda: grep.search_python(
+            files, regex, max_matches=MAX_CONTENT_MATCHES, deadline=deadline
+        ),
+        abandon_on_cancel=True,
     )
 
 

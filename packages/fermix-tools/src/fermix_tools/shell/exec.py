@@ -2,7 +2,8 @@
 
 The command is checked by the sandbox first (catastrophic commands, and every program in
 it — through pipes, substitutions and ``sh -c`` bodies — against the command profile), then
-run by ``bash -c`` in its own process group with the sandbox's minimal environment. The
+run by ``bash -c`` in its own process group with the sandbox's minimal environment,
+confined (bubblewrap) to what the sandbox mode allows. The
 whole group is killed on timeout, cancellation or an output flood, so a backgrounded
 child cannot outlive the call.
 """
@@ -47,8 +48,6 @@ class ShellArgs(BaseModel):
 
 class Shell(Tool[ShellArgs]):
     async def run(self, args: ShellArgs, ctx: ToolContext) -> ToolOutput:
-        from fermix_core.sandbox import run_command
-
         policy = sandbox(ctx)
         cwd = working_dir(policy, ctx, args.cwd, what="cwd")
         policy.check_command(args.command, cwd=cwd)
@@ -56,10 +55,11 @@ class Shell(Tool[ShellArgs]):
         for name in _STARTUP_VARS:
             env.pop(name, None)
         program = shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
-        result = await run_command(
+        result = await policy.run(
             [program, "-c", args.command],
             cwd=cwd,
             env=env,
+            ctx=ctx,
             timeout=args.timeout,
             output_cap=OUTPUT_CAP,
         )

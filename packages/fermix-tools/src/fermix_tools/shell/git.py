@@ -5,16 +5,17 @@ Three layers, each closing what the others cannot:
 1. **Arguments** (:mod:`fermix_tools.shell.gitargs`): an allowlist of subcommands, no
    global options, dangerous options refused — ``push`` and every remote-talking command
    are simply absent.
-2. **The repository**: its work tree and git directory must be inside the sandbox (a
-   dotfiles repository at ``$HOME`` would otherwise expose ``~/.ssh`` through
-   ``git show``), and its *own* config must not name programs git would run on our behalf
-   (filter drivers, merge drivers, external diff and textconv, signing programs). A
+2. **The repository**: its work tree, git directory, common directory, object store and
+   alternates must be inside the sandbox, its work tree must not contain a protected path
+   (a dotfiles repository at ``$HOME`` would expose ``~/.ssh`` through ``git show``), and
+   its *own* config may only set keys on an allowlist (:data:`_REPO_ALLOWED`). A
    repository's ``.git/config`` is just a file the agent — or whoever the repository came
    from — can write; ``~/.gitconfig`` is the owner's and the sandbox write-protects it.
-3. **The process**: ``GIT_CONFIG_NOSYSTEM=1``, ``GIT_TERMINAL_PROMPT=0``,
-   ``GIT_ALLOW_PROTOCOL=file:https:ssh`` (so an ``ext::`` URL that slipped through is
-   inert), editors and pagers pinned to no-ops, hooks and fsmonitor switched off with
-   ``-c`` (which outranks every config file), inherited ``GIT_*`` variables dropped.
+3. **The process**: confined like every child (read-only for ``git_read``),
+   ``GIT_CONFIG_NOSYSTEM=1``, ``GIT_TERMINAL_PROMPT=0``, ``GIT_ALLOW_PROTOCOL=file:https:ssh``
+   (so an ``ext::`` URL that slipped through is inert), every program-running key pinned
+   with ``-c`` (which outranks every config file), signing off, submodules never entered,
+   inherited ``GIT_*`` variables dropped.
 """
 
 from __future__ import annotations
@@ -39,24 +40,51 @@ GIT_OUTPUT_CAP = 256_000
 ALLOWED_PROTOCOLS = "file:https:ssh"
 
 #: ``-c`` pins on every invocation: command-line config outranks system, global and
-#: repository config, and is inherited by the git processes git itself starts.
+#: repository config, and is inherited by the git processes git itself starts. Every key
+#: that names a program git could run for these subcommands is pinned to a no-op (or to
+#: ``false``, which fails closed), signing is off, and submodules are never entered.
+_PINNED: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+    ("core.askPass", "true"),
+    ("core.sshCommand", "false"),
+    ("core.gitProxy", "false"),
+    ("core.alternateRefsCommand", "false"),
+    ("credential.helper", ""),  # an empty value clears the helper list
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("tag.forceSignAnnotated", "false"),
+    ("push.gpgSign", "false"),
+    ("log.showSignature", "false"),
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", "false"),
+    ("submodule.recurse", "false"),
+    ("diff.ignoreSubmodules", "all"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("uploadpack.packObjectsHook", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+    ("protocol.allow", "never"),
+    ("protocol.ext.allow", "never"),
+    ("protocol.fd.allow", "never"),
+    ("init.templateDir", ""),
+)
 PINS: tuple[str, ...] = (
     "--no-pager",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.pager=cat",
-    "-c",
-    "gc.auto=0",
-    "-c",
-    "maintenance.auto=false",
-    "-c",
-    "protocol.ext.allow=never",
-    "-c",
-    "protocol.fd.allow=never",
+    *(part for key, value in _PINNED for part in ("-c", f"{key}={value}")),
 )
+_PINNED_KEYS = frozenset(key.lower() for key, _value in _PINNED)
+
+#: Subcommands that take ``--ignore-submodules``; it is added so status and diff never
+#: start git inside a submodule (whose own config could name filters).
+_IGNORE_SUBMODULES = frozenset({"status", "diff"})
 
 #: Inherited ``GIT_*`` variables that survive (who a commit is by); all others are dropped
 #: (``GIT_DIR``, ``GIT_SSH_COMMAND``, ``GIT_EXTERNAL_DIFF``, ``GIT_CONFIG_PARAMETERS`` …).
@@ -71,15 +99,43 @@ _IDENTITY_VARS = frozenset(
     }
 )
 
-#: Repository-level keys that make git run a program we cannot pin away with ``-c``.
-_RISKY_KEY = re.compile(
-    r"^(?:filter\..+\.(?:clean|smudge|process)"
-    r"|merge\..+\.driver"
-    r"|diff\..+\.(?:command|textconv)"
-    r"|diff\.external"
-    r"|gpg\.program|gpg\..+\.program"
-    r"|core\.alternaterefscommand"
-    r"|uploadpack\.packobjectshook)$",
+#: Keys of the owner's global config that make git run a program on content the agent
+#: chose and that no pin covers (a trailer command's name is the owner's choice). Driver
+#: definitions there (filters such as git-lfs, merge and diff drivers) are the owner's own
+#: programs and only run where a repository's attributes select them.
+_RISKY_KEY = re.compile(r"^(?:trailer\..+\.(?:cmd|command)|diff\.external)$", re.IGNORECASE)
+
+#: What a repository's *own* config (``.git/config``, worktree config and anything they
+#: include) may set: an allowlist. Anything else — a program (filter, merge and diff
+#: drivers, signing, trailer commands), a path outside the repository (``core.worktree``,
+#: ``include.path``, ``commit.template``) — makes the git tools refuse the repository,
+#: naming the keys.
+_REPO_ALLOWED = re.compile(
+    r"^(?:core\.(?:repositoryformatversion|filemode|bare|logallrefupdates|ignorecase"
+    r"|precomposeunicode|symlinks|autocrlf|eol|safecrlf|quotepath|abbrev|compression"
+    r"|loosecompression|bigfilethreshold|sparsecheckout|sparsecheckoutcone|untrackedcache"
+    r"|splitindex|commentchar|commentstring|whitespace|checkstat|trustctime|preloadindex"
+    r"|multipackindex|commitgraph|protectntfs|protecthfs|sharedrepository|warnambiguousrefs)"
+    r"|extensions\.[a-z]+"
+    r"|remote\..+\.(?:url|pushurl|fetch|push|tagopt|prune|prunetags|mirror"
+    r"|skipdefaultupdate|skipfetchall|partialclonefilter|promisor)"
+    r"|branch\..+\.(?:remote|merge|rebase|pushremote|description)"
+    r"|user\.(?:name|email|signingkey|useconfigonly)|(?:author|committer)\.(?:name|email)"
+    r"|init\.defaultbranch"
+    r"|submodule\..+\.(?:url|active|branch|ignore|fetchrecursesubmodules|shallow)"
+    r"|submodule\.active"
+    r"|(?:color|advice|i18n|rerere|lfs|http|pack|index|feature|maintenance|fetch|gc)\..+"
+    r"|diff\.(?:renames|renamelimit|algorithm|context|mnemonicprefix|noprefix|colormoved"
+    r"|indentheuristic|interhunkcontext|statgraphwidth|suppressblankempty|wserrorhighlight)"
+    r"|merge\.(?:conflictstyle|ff|renames|renamelimit|log|stat|verbosity|autostash)"
+    r"|pull\.(?:rebase|ff|twohead|octopus)|push\.(?:default|autosetupremote|followtags)"
+    r"|rebase\.(?:autosquash|autostash|updaterefs|stat|missingcommitscheck)"
+    r"|status\.(?:showuntrackedfiles|short|branch|relativepaths|showstash|aheadbehind)"
+    r"|log\.(?:date|decorate|abbrevcommit|follow|mailmap|showroot)"
+    r"|commit\.(?:verbose|cleanup|status)|tag\.sort|column\..+|format\.pretty"
+    r"|worktree\.guessremote|clean\.requireforce|checkout\.(?:defaultremote|workers)"
+    r"|blame\.(?:date|coloring|showemail|blankboundary|showroot)|grep\..+"
+    r"|protocol\.version)$",
     re.IGNORECASE,
 )
 _REPO_SCOPES = frozenset({"local", "worktree"})
@@ -144,13 +200,19 @@ def git_env(policy: Any, *, read_only: bool) -> dict[str, str]:
 
 
 def risky_keys(config_listing: str) -> list[str]:
-    """Keys set by the repository itself that run programs, from ``config -l --show-scope -z``."""
+    """Keys git must not honour, from ``config -l --show-scope -z``: in the repository's own
+    config, anything off :data:`_REPO_ALLOWED`; in the owner's global config, keys that run
+    a program and that no ``-c`` pin overrides."""
     found: list[str] = []
     # NUL-separated records alternate: "<scope>", then "<key>\n<value>" (or just "<key>").
     entries = config_listing.split("\0")
     for scope, entry in zip(entries[::2], entries[1::2], strict=False):
         key = entry.split("\n", 1)[0]
-        if scope in _REPO_SCOPES and _RISKY_KEY.match(key) and key not in found:
+        if scope in ("command", "") or key.lower() in _PINNED_KEYS:
+            continue
+        rule = _REPO_ALLOWED.match if scope in _REPO_SCOPES else _RISKY_KEY.match
+        bad = (rule(key) is None) if scope in _REPO_SCOPES else (rule(key) is not None)
+        if bad and key not in found:
             found.append(key)
     return found
 
@@ -160,8 +222,6 @@ class _GitTool(Tool[GitArgs]):
     writes: ClassVar[bool]
 
     async def run(self, args: GitArgs, ctx: ToolContext) -> ToolOutput:
-        from fermix_core.sandbox import run_command
-
         policy = sandbox(ctx)
         checked = gitargs.check(args.args, self.rules, self.name)
         cwd = working_dir(policy, ctx, args.cwd, what="cwd")
@@ -173,10 +233,15 @@ class _GitTool(Tool[GitArgs]):
         if checked.subcommand != "init":
             top = await self._repository(git, cwd, env, policy, ctx)
         self._check_paths(checked, cwd, top, policy, ctx)
-        result = await run_command(
-            [git, *PINS, *checked.argv],
+        argv = list(checked.argv)
+        if checked.subcommand in _IGNORE_SUBMODULES and argv[:1] == [checked.subcommand]:
+            argv.insert(1, "--ignore-submodules=all")
+        result = await policy.run(
+            [git, *PINS, *argv],
             cwd=cwd,
             env=env,
+            ctx=ctx,
+            write=self.writes,
             timeout=GIT_TIMEOUT,
             output_cap=GIT_OUTPUT_CAP,
         )
@@ -191,25 +256,36 @@ class _GitTool(Tool[GitArgs]):
     async def _repository(
         self, git: str, cwd: Path, env: dict[str, str], policy: Any, ctx: ToolContext
     ) -> Path:
-        from fermix_core.sandbox import run_command
-
-        probe = await run_command(
-            [git, *PINS, "rev-parse", "--show-toplevel", "--absolute-git-dir"],
+        probe = await policy.run(
+            [
+                git,
+                *PINS,
+                "rev-parse",
+                "--show-toplevel",
+                "--absolute-git-dir",
+                "--path-format=absolute",
+                "--git-common-dir",
+            ],
             cwd=cwd,
             env=env,
+            ctx=ctx,
+            write=False,
             timeout=30.0,
             output_cap=64_000,
         )
         lines = probe.stdout.splitlines()
-        if probe.exit_code != 0 or len(lines) < 2:
+        if probe.exit_code != 0 or len(lines) < 3:
             said = probe.stderr.strip().splitlines()[-1:] or ["no answer"]
             raise ToolError(
                 f"{cwd} is not inside a git work tree (git: {said[0]}). Pass cwd set to a "
                 "directory inside the repository"
                 + (", or create one with git_write ['init']." if self.writes else ".")
             )
-        top, git_dir = Path(lines[0]), Path(lines[1])
-        for what, path in (("work tree", top), ("git directory", git_dir)):
+        top, git_dir, common = Path(lines[0]), Path(lines[1]), Path(lines[2])
+        places = [("work tree", top), ("git directory", git_dir), ("common git directory", common)]
+        places.append(("object store", common / "objects"))
+        places.extend(("alternate object store", alt) for alt in _alternates(common / "objects"))
+        for what, path in places:
             try:
                 policy.resolve(path, ctx)
             except ToolError as exc:
@@ -217,10 +293,20 @@ class _GitTool(Tool[GitArgs]):
                     f"the repository's {what} {path} is outside the sandbox, so git tools "
                     f"will not run in it ({exc})"
                 ) from None
-        listing = await run_command(
+        hidden = _protected_inside(policy, top)
+        if hidden:
+            raise ToolError(
+                f"the repository at {top} contains protected paths ({', '.join(hidden[:3])}"
+                f"{', …' if len(hidden) > 3 else ''}), which git could show from its objects "
+                "(git show HEAD:.ssh/id_rsa). Git tools do not run in it; use a repository "
+                "that does not hold your home's private files."
+            )
+        listing = await policy.run(
             [git, *PINS, "config", "--list", "--show-scope", "-z"],
             cwd=cwd,
             env=env,
+            ctx=ctx,
+            write=False,
             timeout=30.0,
             output_cap=1_000_000,
         )
@@ -251,6 +337,40 @@ class _GitTool(Tool[GitArgs]):
                 raise ToolError(
                     f"{word!r} is outside the repository {top}; git tools only take paths inside it"
                 )
+
+
+def _alternates(objects: Path, depth: int = 0) -> list[Path]:
+    """Object stores *objects* borrows from (``objects/info/alternates``, recursively: an
+    alternate's own alternates count too)."""
+    found: list[Path] = []
+    try:
+        text = (objects / "info" / "alternates").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return found
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith('"'):
+            line = line.strip('"')
+        path = Path(line) if os.path.isabs(line) else objects / line
+        found.append(path)
+        if depth < 5:
+            found.extend(_alternates(path, depth + 1))
+    return found
+
+
+def _protected_inside(policy: Any, top: Path) -> list[str]:
+    """Protected locations that lie inside the work tree *top* (a dotfiles repository)."""
+    inside: list[str] = []
+    for entry in policy.protected:
+        path = entry.path
+        if path == top or top not in path.parents:
+            continue
+        if policy.protected_reason(path) is None:  # a carve-out such as the workspace
+            continue
+        inside.append(str(path))
+    return inside
 
 
 class GitRead(_GitTool):

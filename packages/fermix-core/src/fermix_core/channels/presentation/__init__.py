@@ -17,19 +17,23 @@ The entry points:
 """
 
 from .dialect import (
+    MEASURES,
     Dialect,
     DialectProfile,
+    channel_profile,
     code_points,
     dialect_profile,
+    register_dialect,
     utf8_bytes,
     utf16_units,
 )
-from .fallback import send_with_plain_fallback
+from .fallback import is_channel_format_error, send_with_plain_fallback
 from .present import MIN_LIMIT, Presentation, RenderedChunk, present, snippet_filename
 from .render import Renderer
 from .stream import block_cut, rendered_length, seal_point
 
 __all__ = [
+    "MEASURES",
     "MIN_LIMIT",
     "Dialect",
     "DialectProfile",
@@ -37,9 +41,12 @@ __all__ = [
     "RenderedChunk",
     "Renderer",
     "block_cut",
+    "channel_profile",
     "code_points",
     "dialect_profile",
+    "is_channel_format_error",
     "present",
+    "register_dialect",
     "rendered_length",
     "seal_point",
     "send_with_plain_fallback",

@@ -13,6 +13,7 @@ table one per body row, and a code block or rule is a single indivisible positio
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -89,34 +90,48 @@ class Block:
     line: int = -1
     end: int = -1
     cut: bool = False
+    #: This block is the rest of one cut earlier (a table piece repeats its header row in
+    #: monospace, but plain text does not repeat it).
+    continued: bool = False
     #: Positions this block covers (computed).
     size: int = field(init=False, repr=False, compare=False)
+    #: Where each top-level span starts (computed), so a slice deep into a long paragraph
+    #: finds its first span by bisection.
+    starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        starts: list[int] = []
         if self.kind in (BlockKind.PARAGRAPH, BlockKind.HEADING):
-            size = sum(s.size for s in self.spans)
+            size = 0
+            for span in self.spans:
+                starts.append(size)
+                size += span.size
         elif self.kind is BlockKind.TABLE:
             size = max(1, len(self.rows) - 1)
         else:
             size = 1
         object.__setattr__(self, "size", size)
+        object.__setattr__(self, "starts", tuple(starts))
 
     def slice(self, start: int, end: int) -> Block | None:
         """The part of this block between two of its positions, or None when empty."""
         if start <= 0 and end >= self.size:
             return self
         if self.kind in (BlockKind.PARAGRAPH, BlockKind.HEADING):
-            spans = slice_spans(self.spans, start, end)
+            first = max(bisect_right(self.starts, start) - 1, 0)
+            offset = self.starts[first] if self.starts else 0
+            spans = slice_spans(self.spans[first:], start - offset, end - offset)
             if not spans:
                 return None
             marker = self.marker if start <= 0 else ""
-            return replace(self, spans=spans, marker=marker)
+            return replace(self, spans=spans, marker=marker, continued=start > 0)
         if self.kind is BlockKind.TABLE:
             body = self.rows[1 + max(0, start) : 1 + end]
             if not body:
                 return None
             marker = self.marker if start <= 0 else ""
-            return replace(self, rows=(self.rows[0], *body), marker=marker)
+            rows = (self.rows[0], *body)
+            return replace(self, rows=rows, marker=marker, continued=start > 0)
         return self if start <= 0 < end else None
 
 

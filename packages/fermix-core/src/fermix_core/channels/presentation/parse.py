@@ -7,22 +7,40 @@ as that dialect needs. Link targets are the parser's normalized URLs; a target i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from .ir import Block, BlockKind, Span, SpanKind
+from .ir import Block, BlockKind, Span, SpanKind, plain_text
 
 __all__ = ["parse"]
 
 
+#: markdown-it stops parsing (and drops the rest) past this many nested blocks; a reply
+#: that deep is shown as plain text instead of losing anything.
+MAX_NESTING = 50
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(
-        ["table", "strikethrough"]
-    )
+    options = {"html": False, "linkify": False, "maxNesting": MAX_NESTING}
+    return MarkdownIt("commonmark", options).enable(["table", "strikethrough"])
+
+
+def _as_text(markdown: str) -> list[Block]:
+    spans: list[Span] = []
+    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for n, line in enumerate(lines):
+        if n:
+            spans.append(Span(SpanKind.BREAK))
+        if line:
+            spans.append(Span(SpanKind.TEXT, line))
+    if not plain_text(tuple(spans)).strip():
+        return []
+    return [Block(BlockKind.PARAGRAPH, spans=tuple(spans), line=0, end=len(lines), cut=True)]
 
 
 _STYLE_OPEN = {
@@ -101,6 +119,9 @@ class _Walker:
         self.cut_line: int | None = None
 
     def leaf(self, kind: BlockKind, tok: Token, **fields: object) -> None:
+        spans = fields.get("spans")
+        if isinstance(spans, tuple) and not plain_text(spans).strip():
+            return  # an empty heading or paragraph ("- #") has nothing to show
         line, end = (tok.map[0], tok.map[1]) if tok.map else (-1, -1)
         in_tight = bool(self.lists) and self.lists[-1]
         gap = not in_tight or self.first_in_list
@@ -154,6 +175,8 @@ class _Walker:
                 self.lists.append(self.tight.get(i, False))
             elif kind in ("bullet_list_close", "ordered_list_close"):
                 self.lists.pop()
+            elif kind == "list_item_close":
+                self.marker = ""
             elif kind == "list_item_open":
                 self.marker = f"{tok.info}{tok.markup}" if tok.info else "-"
                 if len(self.lists) == 1 and self.quote == 0 and tok.map:
@@ -189,7 +212,18 @@ class _Walker:
         return i + 1
 
 
+#: A surrogate code point on its own (text decoded with ``surrogatepass``, JSON's "\\ud83d"
+#: escapes): no platform accepts one, and no encoder can measure it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def parse(markdown: str) -> list[Block]:
-    """Parse *markdown* into leaf blocks. Never raises on text input."""
+    """Parse *markdown* into leaf blocks. Never raises on text input.
+
+    A lone surrogate becomes U+FFFD one for one, so source offsets stay valid.
+    """
+    markdown = _SURROGATE.sub("\ufffd", markdown)
     tokens = _parser().parse(markdown)
+    if any(tok.level >= MAX_NESTING - 1 for tok in tokens):
+        return _as_text(markdown)
     return _Walker(tokens).run()

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fermix_core.channel import Attachment, AttachmentKind
+from fermix_core.channel import Attachment, AttachmentKind, OutboundMessage
 
-from .dialect import Dialect, DialectProfile, dialect_profile
+from .dialect import Dialect, DialectProfile, counts_each_character, dialect_profile
 from .ir import Block, BlockKind, Span, SpanKind
 from .parse import parse
-from .render import PLAIN, RenderCache
-from .split import Piece, split_blocks
+from .render import PLAIN, RenderCache, span_cache
+from .split import Piece, grapheme_safe, split_blocks
 
 __all__ = ["MIN_LIMIT", "Presentation", "RenderedChunk", "present", "snippet_filename"]
 
@@ -33,6 +34,27 @@ class RenderedChunk:
     plain: str
     notify: bool = False
     formatted: bool = True
+
+    def outbound(
+        self,
+        chat_id: str,
+        *,
+        thread_id: str | None = None,
+        reply_to: str | None = None,
+        as_plain: bool = False,
+    ) -> OutboundMessage:
+        """This chunk as the channel contract's message: rendered text (``plain`` unset)
+        or, with *as_plain* or for a plain chunk, the plain text with ``plain`` set;
+        ``silent`` on every chunk but the first."""
+        plain = as_plain or not self.formatted
+        return OutboundMessage(
+            chat_id=chat_id,
+            thread_id=thread_id,
+            text=self.plain if as_plain else self.text,
+            reply_to=reply_to,
+            silent=not self.notify,
+            plain=plain,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +178,7 @@ class _Measurer:
                         good = mid
                     else:
                         bad = mid
+                good = grapheme_safe(text, good, 0)
             part, text = text[:good].strip(), text[good:]
             if part:
                 parts.append(part)
@@ -200,24 +223,41 @@ def present(
     markdown: str,
     dialect: Dialect | str | DialectProfile,
     limit: int | None = None,
+    *,
+    measure: Callable[[str], int] | str | None = None,
 ) -> Presentation:
     """Render *markdown* for *dialect* and split it into messages within the cap.
 
-    *limit* overrides the dialect's own cap (measured the dialect's way); it must be at
-    least :data:`MIN_LIMIT`. Each chunk is rendered on its own, so its markup is complete;
-    code blocks too large for one message come back as ``attachments`` (``snippet-1.py``
-    …, ``text/plain``) to send after the chunks, each replaced in the text by a short note.
+    *limit* overrides the dialect's own cap and *measure* the way it is counted (a
+    callable, or ``"chars"``, ``"utf16"``, ``"utf8"`` as ``Channel.text_measure`` names
+    them); the cap must be at least :data:`MIN_LIMIT`. Each chunk is rendered on its own,
+    so its markup is complete; code blocks too large for one message come back as
+    ``attachments`` (``snippet-1.py`` …, ``text/plain``) to send after the chunks, each
+    replaced in the text by a short note.
     Whitespace-only input gives no chunks. Never raises on any text.
     """
-    profile = dialect_profile(dialect)
-    cap = profile.limit if limit is None else limit
+    profile = dialect_profile(dialect, limit=limit, measure=measure)
+    cap = profile.limit
     if cap < MIN_LIMIT:
         raise ValueError(f"a message limit of {cap} is too small; use at least {MIN_LIMIT}")
     measurer = _Measurer(profile, cap)
-    blocks, attachments = _prepare(parse(markdown), measurer)
-    pieces: list[Piece] = split_blocks(
-        blocks, measurer.fits, measurer.plain, measurer.cut_plain, measurer.full_enough
-    )
+    with span_cache():
+        blocks, attachments = _prepare(parse(markdown), measurer)
+        pieces: list[Piece] = split_blocks(
+            blocks,
+            measurer.fits,
+            measurer.plain,
+            measurer.cut_plain,
+            measurer.full_enough,
+            max_positions=cap if counts_each_character(profile.measure) else None,
+        )
+        return _presentation(pieces, measurer, attachments)
+
+
+def _presentation(
+    pieces: list[Piece], measurer: _Measurer, attachments: list[Attachment]
+) -> Presentation:
+    profile = measurer.profile
     chunks: list[RenderedChunk] = []
     for part in pieces:
         if isinstance(part, str):

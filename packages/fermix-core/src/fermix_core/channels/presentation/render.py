@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import ClassVar
 
 from .ir import Block, BlockKind, Span, SpanKind
@@ -22,6 +24,7 @@ __all__ = [
     "SlackRenderer",
     "TelegramRenderer",
     "WhatsAppRenderer",
+    "span_cache",
 ]
 
 RULE = "─" * 10
@@ -33,6 +36,23 @@ LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 #: Cache for one splitting run: ``id(block) -> (block, rendered)``. Holding the block keeps
 #: its id from being reused while the entry lives.
 RenderCache = dict[int, tuple[Block, str]]
+
+#: While a reply is split, the render of each top-level span, so that rendering the many
+#: trial pieces of one long paragraph costs a join, not a re-render. Keyed by renderer and
+#: span identity; the entry holds the span, so its id cannot be reused meanwhile.
+_SPAN_CACHE: ContextVar[dict[tuple[int, int], tuple[Span, str]] | None] = ContextVar(
+    "fermix_presentation_span_cache", default=None
+)
+
+
+@contextmanager
+def span_cache() -> Iterator[None]:
+    """Cache top-level span renders for the duration of one splitting run."""
+    token = _SPAN_CACHE.set({})
+    try:
+        yield
+    finally:
+        _SPAN_CACHE.reset(token)
 
 
 def _hoist(inner: str, open_: str, close: str) -> str:
@@ -56,14 +76,15 @@ def _same_target(label: str, url: str) -> bool:
 
 
 class Renderer:
-    """Plain text: markers removed, links as ``label: url``, code verbatim and indented."""
+    """Plain text: markers removed, links as ``label: url``, code verbatim and indented,
+    quotes behind a ``│`` bar, tables as ``cell | cell`` lines."""
 
     name = "plain"
     #: Whether the output is markup the platform must be told to parse.
     formatted = False
     #: Bullet glyph per list depth (the last one repeats).
     bullets: tuple[str, ...] = ("•", "◦")
-    quote_prefix = "> "
+    quote_prefix = "│ "
 
     # ---- blocks -----------------------------------------------------------------------
 
@@ -73,9 +94,9 @@ class Renderer:
         i, n = 0, len(blocks)
         while i < n:
             block = blocks[i]
-            if block.quote:
+            if block.quote and self.quotable(block):
                 j = i
-                while j < n and blocks[j].quote:
+                while j < n and blocks[j].quote and self.quotable(blocks[j]):
                     j += 1
                 piece = self.quote(self._join(blocks[i:j], cache))
             else:
@@ -86,6 +107,10 @@ class Renderer:
             out.append(piece)
             i = j
         return "".join(out)
+
+    def quotable(self, block: Block) -> bool:
+        """Whether a quoted *block* renders inside the quote (else on its own, after it)."""
+        return True
 
     def _join(self, blocks: Sequence[Block], cache: RenderCache | None) -> str:
         out: list[str] = []
@@ -163,7 +188,8 @@ class Renderer:
         ]
 
     def table(self, block: Block) -> str:
-        return "\n".join(" | ".join(row) for row in self.cells(block))
+        rows = self.cells(block)[1:] if block.continued else self.cells(block)
+        return "\n".join(" | ".join(row) for row in rows)
 
     def grid(self, block: Block) -> str:
         """The table as aligned monospace columns with a rule under the header."""
@@ -192,21 +218,32 @@ class Renderer:
     # ---- inline -----------------------------------------------------------------------
 
     def spans(self, spans: tuple[Span, ...], styles: frozenset[SpanKind] = frozenset()) -> str:
+        cache = None if styles else _SPAN_CACHE.get()
+        if cache is None:
+            return "".join(self.span(span, styles) for span in spans)
         parts: list[str] = []
+        me = id(self)
         for span in spans:
-            kind = span.kind
-            if kind is SpanKind.TEXT:
-                parts.append(self.text(span.text))
-            elif kind is SpanKind.CODE:
-                parts.append(self.code_span(span.text))
-            elif kind is SpanKind.BREAK:
-                parts.append("\n")
-            elif kind is SpanKind.LINK:
-                parts.append(self.link(span, styles))
-            else:
-                inner = self.spans(span.children, styles | {kind})
-                parts.append(inner if kind in styles else self.style(kind, inner))
+            hit = cache.get((me, id(span)))
+            if hit is None or hit[0] is not span:
+                hit = (span, self.span(span, styles))
+                cache[(me, id(span))] = hit
+            parts.append(hit[1])
         return "".join(parts)
+
+    def span(self, span: Span, styles: frozenset[SpanKind]) -> str:
+        """One inline span, inside the *styles* already open around it."""
+        kind = span.kind
+        if kind is SpanKind.TEXT:
+            return self.text(span.text)
+        if kind is SpanKind.CODE:
+            return self.code_span(span.text)
+        if kind is SpanKind.BREAK:
+            return "\n"
+        if kind is SpanKind.LINK:
+            return self.link(span, styles)
+        inner = self.spans(span.children, styles | {kind})
+        return inner if kind in styles else self.style(kind, inner)
 
     def text(self, text: str) -> str:
         return text
@@ -252,13 +289,24 @@ class TelegramRenderer(Renderer):
     def code_span(self, code: str) -> str:
         return f"<code>{html.escape(code, quote=False)}</code>"
 
+    def span(self, span: Span, styles: frozenset[SpanKind]) -> str:
+        if styles and span.kind is SpanKind.CODE:
+            # The Bot API lets no entity contain code: inside bold, italic, strike or a
+            # link, inline code is shown as its text.
+            return self.text(span.text)
+        return super().span(span, styles)
+
     def style(self, kind: SpanKind, inner: str) -> str:
         tag = self._tags[kind]
         return f"<{tag}>{inner}</{tag}>" if inner else inner
 
+    def quotable(self, block: Block) -> bool:
+        # A quote entity cannot contain a pre entity: code and tables close the quote.
+        return block.kind not in (BlockKind.CODE, BlockKind.TABLE)
+
     def link(self, span: Span, styles: frozenset[SpanKind]) -> str:
-        label = self.spans(span.children, styles)
         if span.url.startswith(LINK_SCHEMES):
+            label = self.spans(span.children, styles | {SpanKind.LINK})
             return f'<a href="{html.escape(span.url, quote=True)}">{label}</a>'
         return super().link(span, styles)
 
@@ -289,6 +337,7 @@ class SlackRenderer(Renderer):
 
     name = "slack"
     formatted = True
+    quote_prefix = "> "
     _marks: ClassVar[Mapping[SpanKind, str]] = {
         SpanKind.BOLD: "*",
         SpanKind.ITALIC: "_",
@@ -296,10 +345,11 @@ class SlackRenderer(Renderer):
     }
 
     def text(self, text: str) -> str:
-        return _slack_escape(text)
+        return _slack_escape(_defuse_fences(text))
 
     def code_span(self, code: str) -> str:
-        return f"`{_slack_escape(code)}`" if code.strip() else _slack_escape(code)
+        code = _slack_escape(_defuse_fences(code))
+        return f"`{code}`" if code.strip() else code
 
     def style(self, kind: SpanKind, inner: str) -> str:
         mark = self._marks[kind]
@@ -330,13 +380,18 @@ class WhatsAppRenderer(Renderer):
 
     name = "whatsapp"
     formatted = True
+    quote_prefix = "> "
     _marks: ClassVar[Mapping[SpanKind, str]] = {
         SpanKind.BOLD: "*",
         SpanKind.ITALIC: "_",
         SpanKind.STRIKE: "~",
     }
 
+    def text(self, text: str) -> str:
+        return _defuse_fences(text)
+
     def code_span(self, code: str) -> str:
+        code = _defuse_fences(code)
         return f"`{code}`" if code.strip() else code
 
     def style(self, kind: SpanKind, inner: str) -> str:
@@ -353,7 +408,8 @@ class WhatsAppRenderer(Renderer):
         return f"```{_defuse_fences(self.grid(block))}```"
 
 
-_DISCORD_SPECIAL = re.compile(r"([\\*_~`|])")
+_DISCORD_SPECIAL = re.compile(r"([\\*_~`|<])")
+_DISCORD_MASS_MENTION = re.compile(r"@(everyone|here)\b")
 _DISCORD_URL = re.compile(r"(https?://\S+)")
 _DISCORD_LINE_START = re.compile(r"(?m)^(\s*)(#|>|[-+*](?=\s)|\d+(?=[.)]\s))")
 
@@ -367,6 +423,7 @@ class DiscordRenderer(Renderer):
 
     name = "discord"
     formatted = True
+    quote_prefix = "> "
     bullets = ("-",)
     _marks: ClassVar[Mapping[SpanKind, str]] = {
         SpanKind.BOLD: "**",
@@ -375,6 +432,10 @@ class DiscordRenderer(Renderer):
     }
 
     def text(self, text: str) -> str:
+        # Mentions in the model's text never ping: "<@id>" and "<#channel>" are escaped and
+        # "@everyone" / "@here" get a zero-width space (allowed_mentions is the adapter's
+        # own guard; this one holds whatever the adapter sends).
+        text = _DISCORD_MASS_MENTION.sub("@\u200b\\1", text)
         parts = _DISCORD_URL.split(text)
         return "".join(
             part if i % 2 else _DISCORD_SPECIAL.sub(r"\\\1", part) for i, part in enumerate(parts)

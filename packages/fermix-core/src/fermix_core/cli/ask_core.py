@@ -1,0 +1,198 @@
+"""``fermix ask`` without the CLI framework: the cold one-off question stays cheap.
+
+The console script's entry point sends a plain ``fermix ask ...`` here directly
+(:func:`parse_ask_args` accepts exactly the options ``fermix ask --help`` documents, and
+anything else goes through typer as usual), so a one-off question pays neither for typer
+nor for the pydantic adapters it builds per parameter. ``ask_cmd`` wraps the same
+:func:`ask_command` for typer, so both paths behave identically.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+class TurnsFailed(Exception):
+    """The turn could not run; the message was printed, :attr:`code` is the exit code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class LocalSession:
+    """One CLI conversation, over the daemon socket when one answers, else in-process."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        self.cwd = os.getcwd()
+
+    async def __aenter__(self) -> LocalSession:
+        from contextlib import AsyncExitStack
+
+        from fermix_core.daemon.client import DaemonClient, DaemonUnavailable
+        from fermix_core.home import FermixHome
+
+        self._stack = AsyncExitStack()
+        home = FermixHome.resolve()
+        self.client = None
+        self.embedded = None
+        if home.daemon_sock.exists():
+            try:
+                self.client = await self._stack.enter_async_context(DaemonClient(home.daemon_sock))
+            except DaemonUnavailable:
+                self.client = None
+        if self.client is None:
+            from fermix_core.api import Fermix
+
+            self.embedded = await self._stack.enter_async_context(Fermix.open())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+
+    async def ask(self, text: str) -> dict[str, Any]:
+        if self.client is not None:
+            return await self.client.call(
+                "ask", {"text": text, "session": self.session, "cwd": self.cwd}
+            )
+        outcome = await self.embedded.ask(text, session=self.session, cwd=self.cwd)
+        return outcome.as_dict()
+
+
+class Thinking:
+    """A "thinking…" spinner on stderr while the model works, only when stderr is a terminal.
+
+    The first frame is drawn on entry and the line is wiped on exit, so nothing of it is
+    left in the scrollback; piped or ``--json`` output never sees it.
+    """
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    INTERVAL = 0.1  # seconds between frames: an animation timer, not a synchronisation
+
+    def __init__(self, enabled: bool | None = None, stream: Any = None) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = _is_tty(self.stream) if enabled is None else enabled and _is_tty(self.stream)
+        self._thread: Any = None
+
+    def __enter__(self) -> Thinking:
+        if self.enabled:
+            import threading
+
+            self._stop = threading.Event()
+            self._draw(0)
+            self._thread = threading.Thread(target=self._spin, name="fermix-thinking", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+    def _draw(self, frame: int) -> None:
+        self.stream.write(f"\r{self.FRAMES[frame % len(self.FRAMES)]} thinking…")
+        self.stream.flush()
+
+    def _spin(self) -> None:
+        frame = 1
+        while not self._stop.wait(self.INTERVAL):
+            self._draw(frame)
+            frame += 1
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def run_turns(coro_fn: Any, *, thinking: bool = False) -> Any:
+    """Run *coro_fn* on a fresh event loop; an invalid config is printed, not raised.
+
+    *thinking* shows the spinner (on a terminal) until the loop returns.
+    """
+    import anyio
+
+    from fermix_core.cli.errors import user_error
+    from fermix_core.config import ConfigError
+
+    try:
+        with Thinking(enabled=thinking):
+            return anyio.run(coro_fn)
+    except ConfigError as exc:
+        sys.stderr.write(f"config.toml is not valid — fix it, then retry:\n{exc}\n")
+        raise TurnsFailed(1) from exc
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"fermix: {message}\n")
+        raise TurnsFailed(1) from exc
+
+
+def ask_command(prompt: str, *, session: str, stdin: bool, as_json: bool) -> int:
+    """One turn: print the reply (or one JSON object) and return the exit code."""
+    text = prompt
+    if stdin:
+        piped = sys.stdin.read()
+        text = f"{prompt}\n\n{piped}".strip() if prompt else piped.strip()
+    if not text.strip():
+        sys.stderr.write("nothing to ask: give a prompt or pipe one with --stdin\n")
+        return 2
+
+    async def main() -> dict[str, Any]:
+        async with LocalSession(session) as local:
+            return await local.ask(text)
+
+    try:
+        result = run_turns(main, thinking=not as_json)
+    except TurnsFailed as exc:
+        return exc.code
+    if as_json:
+        from fermix_core.cli.output import print_json
+
+        print_json(result)
+    else:
+        sys.stdout.write(f"{result.get('reply', '')}\n")
+    sys.stdout.flush()
+    return 1 if result.get("status") in ("error", "no_provider") else 0
+
+
+def parse_ask_args(args: Sequence[str]) -> dict[str, Any] | None:
+    """``ask``'s own arguments as keywords for :func:`ask_command`, or ``None`` when they
+    need the full CLI (``--help``, an unknown option, a second prompt, a missing value)."""
+    options: dict[str, Any] = {"prompt": "", "session": "default", "stdin": False, "as_json": False}
+    prompt: str | None = None
+    items = list(args)
+    only_positional = False
+    while items:
+        item = items.pop(0)
+        if only_positional or not item.startswith("-") or item == "-":
+            if prompt is not None:
+                return None
+            prompt = item
+        elif item == "--":
+            only_positional = True
+        elif item in ("--session", "-s"):
+            if not items:
+                return None
+            options["session"] = items.pop(0)
+        elif item.startswith("--session="):
+            options["session"] = item.partition("=")[2]
+        elif item == "--stdin":
+            options["stdin"] = True
+        elif item == "--json":
+            options["as_json"] = True
+        else:
+            return None
+    if prompt is not None:
+        options["prompt"] = prompt
+    return options

@@ -1,0 +1,1 @@
+"""Scheduled-job capabilities: create, change, inspect and run durable jobs."""
