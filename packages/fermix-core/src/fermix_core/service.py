@@ -74,8 +74,8 @@ class FermixService:
     ) -> AsyncIterator[FermixService]:
         """Open everything a turn needs; close it all (in reverse) on exit.
 
-        *scheduler* starts the job scheduler too (the daemon does; one-shot callers only
-        get the job service, and the daemon runs what they schedule).
+        *scheduler* opens scheduled jobs and starts their scheduler (the daemon does); a
+        one-shot caller has no job service, and the job tools tell it to start the daemon.
         """
         from fermix_core.agent import CapabilityRegistry
         from fermix_core.commands import CommandRouter
@@ -165,19 +165,21 @@ class FermixService:
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
-        from fermix_core.jobs.delivery import channel_port
-        from fermix_core.jobs.wiring import JobsRuntime
+        if scheduler:
+            # Jobs live in the daemon; a one-shot caller does not pay to open them.
+            from fermix_core.jobs.delivery import channel_port
+            from fermix_core.jobs.wiring import JobsRuntime
 
-        service.jobs = await JobsRuntime.open(
-            runtime,
-            capabilities=capabilities,
-            services=runner.services,
-            tracer=tracer,
-            conversations=service.store,
-            ports=lambda name: channel_port(service, name),
-        )
-        service._closers.append(service.jobs.aclose)
-        runner.services["jobs"] = service.jobs.service
+            service.jobs = await JobsRuntime.open(
+                runtime,
+                capabilities=capabilities,
+                services=runner.services,
+                tracer=tracer,
+                conversations=service.store,
+                ports=lambda name: channel_port(service, name),
+            )
+            service._closers.append(service.jobs.aclose)
+            runner.services["jobs"] = service.jobs.service
         policies = {
             CLI_CHANNEL: TrustPolicy(
                 owner_id=None, allowed_ids=(), command_allowlist=(), local=True
@@ -204,7 +206,7 @@ class FermixService:
                     agent_available=lambda: service.available,
                 )
                 service.cli_features = ChannelFeatures(local=True)
-                if scheduler:
+                if service.jobs is not None:
                     await tg.start(service.jobs.scheduler.serve)
                 yield service
                 tg.cancel_scope.cancel()
