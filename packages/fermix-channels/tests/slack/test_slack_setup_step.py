@@ -144,3 +144,42 @@ def test_interactive_no_means_no(fermix_home) -> None:
     setup(fermix_home, io=SetupIO(prompt=Script("n"), secret_prompt=Script(), echo=lambda _: None))
     text = fermix_home.config_file.read_text() if fermix_home.config_file.exists() else ""
     assert "slack" not in text
+
+
+@pytest.fixture
+def no_keyring(fermix_home):
+    import keyring.backends.fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    try:
+        yield fermix_home
+    finally:
+        keyring.set_keyring(previous)
+
+
+def test_without_a_keyring_a_plain_token_needs_consent(no_keyring) -> None:
+    with pytest.raises(SetupInputError, match="--slack-bot-token-env"):
+        setup(no_keyring, "--slack-bot-token", "xoxb-1")
+    text = no_keyring.config_file.read_text() if no_keyring.config_file.exists() else ""
+    assert "xoxb-1" not in text
+    setup(no_keyring, "--slack-bot-token", "xoxb-1", "--secrets-in-config")
+    assert section(no_keyring)["bot_token"] == "xoxb-1"
+
+
+def test_tokens_can_be_env_or_command_references(no_keyring) -> None:
+    setup(
+        no_keyring,
+        "--slack-bot-token-env",
+        "WORK_SLACK_BOT",
+        "--slack-signing-secret-command",
+        "pass show fermix/slack-signing",
+        "--slack-owner-id",
+        "U0OWNER1",
+    )
+    slack = section(no_keyring)
+    assert slack["bot_token"] == {"source": "env", "env": "WORK_SLACK_BOT"}
+    assert slack["signing_secret"] == {
+        "source": "command",
+        "command": ["pass", "show", "fermix/slack-signing"],
+    }
