@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -420,3 +421,24 @@ def test_backoff_is_capped_and_jittered() -> None:
     assert backoff.delay(3, rand=lambda: 0.0) == 8.0
     assert backoff.delay(50, rand=lambda: 0.0) == 60.0
     assert backoff.delay(50, rand=lambda: 1.0) == 30.0
+
+
+async def test_a_default_on_channel_this_install_cannot_build_is_quiet_until_configured(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fresh install that lacks a default-on channel's extra is not an error; a configured
+    one that cannot be built is."""
+    missing = "fermix_nonexistent_adapter_module:make"
+    specs = [
+        spec("quiet", missing, enabled_by_default=True, remote=False),
+        spec("loud", missing, enabled_by_default=True, remote=False),
+    ]
+    rt = runtime(specs, {"loud": {"enabled": True}}, tmp_path)
+    with caplog.at_level(logging.INFO, logger="fermix.channels"):
+        async with rt.running():
+            states = {h["name"]: h for h in rt.health()}
+    assert not states["quiet"]["enabled"] and states["quiet"]["state"] == "stopped"
+    assert states["loud"]["enabled"] and states["loud"]["state"] == "refused"
+    levels = {r.levelno for r in caplog.records if "'quiet'" in r.getMessage()}
+    assert levels == {logging.INFO}
+    assert any(r.levelno == logging.ERROR and "'loud'" in r.getMessage() for r in caplog.records)

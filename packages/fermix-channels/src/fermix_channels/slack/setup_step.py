@@ -1,8 +1,9 @@
 """The ``slack`` step of ``fermix setup``: turn the Slack channel on and give it its tokens.
 
-Interactive runs ask whether to set Slack up (default no; "reconfigure" when it is already
-on), explain what the Slack app needs, then ask the mode, the tokens that mode needs and who
-the owner is. Scripted runs act only when a ``--slack-*`` flag is given. Every answer is
+Interactive runs offer Slack when it is off (default no) and leave it alone when it is set
+up unless ``--reconfigure`` is given, as every channel step does; they explain what the
+Slack app needs, then ask the mode, the tokens that mode needs and who the owner is.
+Scripted runs act only when a ``--slack-*`` flag is given. Every answer is
 checked here — a ``xoxb-`` bot token, a ``xapp-`` app token, a ``U…``/``W…`` member id — so a
 mistake is reported against its own flag instead of surfacing later as a Slack refusal.
 
@@ -200,12 +201,13 @@ def _wants_slack(context: SetupContext, table: Any) -> bool:
         return True
     if not context.interactive:
         return False
-    question = (
-        "Reconfigure the Slack channel? [y/N]: "
-        if table.get("enabled") is True
-        else "Set up the Slack channel? [y/N]: "
-    )
-    return context.io.prompt(question).strip().lower() in ("y", "yes")
+    if table.get("enabled") is True:
+        # Set up already: asked again only with --reconfigure, like every channel step.
+        if context.option("--reconfigure"):
+            return True
+        context.io.echo("Slack is set up; `fermix setup --reconfigure --step slack` changes it.")
+        return False
+    return context.io.prompt("Set up the Slack channel? [y/N]: ").strip().lower() in ("y", "yes")
 
 
 def slack_step(context: SetupContext) -> None:
@@ -256,9 +258,11 @@ def slack_step(context: SetupContext) -> None:
             "SLACK_* environment variables) before it can start"
         )
     if table.get("owner_user_id") in (None, "") and not table.get("allowed_user_ids"):
-        context.notes.append(
-            "Slack has no owner_user_id or allowlist yet, so it will refuse every sender; "
-            "pass --slack-owner-id (send /whoami to the bot to read your id)"
+        from fermix_core.setup import SetupInputError
+
+        raise SetupInputError(
+            "the Slack channel would serve nobody: pass --slack-owner-id U… (your member id: "
+            "profile → ⋮ → Copy member ID) or --slack-allowed-user-ids; nothing was written"
         )
     if mode == "events":
         context.notes.append(

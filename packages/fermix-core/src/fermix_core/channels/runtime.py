@@ -228,6 +228,8 @@ def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: Chan
         channel,
         local=not spec.remote,
         reactions=getattr(channel, "reactions_allowed", None),
+        # Draft streaming needs a draft-capable spec, not only an adapter that can edit.
+        draft=spec.supports_draft,
         streaming=streaming if isinstance(streaming, str) else None,
     )
     health = slot.health
@@ -274,6 +276,11 @@ class RuntimeHost:
         self._runtime.set_state(self._slot, state, error)
 
     def emit(self, name: str, **data: Any) -> None:
+        if name == "channel.delivery_failed":
+            # A platform's asynchronous "not delivered" (a failed WhatsApp status callback).
+            self._slot.health.last_delivery_error = str(data.get("error") or "not delivered")
+            self._slot.health.last_delivery_error_at = time.time()
+        data.pop("channel", None)
         self._runtime.emit(name, channel=self.name, **data)
 
 
@@ -415,6 +422,10 @@ class ChannelRuntime:
             source = self.sources.get(spec.name)
             section = channel_section(spec, self.config)
             enabled = channel_enabled(spec, section)
+            configured = (
+                self.config is None
+                or self.config.section(f"fermix_channels.{spec.name}") is not None
+            )
             health = ChannelHealth(
                 spec.name, spec.label, enabled=enabled, remote=spec.remote, source=source
             )
@@ -427,6 +438,12 @@ class ChannelRuntime:
                 slot.channel = self._build(spec, section)
             except Exception as exc:
                 problem = build_problem(spec, source, exc)
+                if not configured:
+                    # On by default, never configured, and this install lacks its adapter
+                    # (a missing extra): not an error the user asked for.
+                    log.info("%s", problem)
+                    slot.health.enabled = False
+                    continue
                 log.error("%s", problem)
                 self.set_state(slot, "refused", problem)
                 continue
@@ -534,15 +551,16 @@ class ChannelRuntime:
             and getattr(slot.channel, "supports_typing", False)
             and self._task_group is not None
         ):
-            self._task_group.start_soon(self._typing, typing, message, job)
+            every = float(getattr(slot.channel, "typing_interval", TYPING_EVERY) or TYPING_EVERY)
+            self._task_group.start_soon(self._typing, typing, message, job, every)
         return DeliveryResult.ACCEPTED
 
-    async def _typing(self, typing: Any, message: InboundMessage, job: Any) -> None:
+    async def _typing(self, typing: Any, message: InboundMessage, job: Any, every: float) -> None:
         """Renew the typing indicator until the turn is done (or for at most TYPING_MAX)."""
         with anyio.move_on_after(TYPING_MAX):
             while not job.done.is_set():
                 await typing(message.chat_id, message.thread_id)
-                with anyio.move_on_after(TYPING_EVERY):
+                with anyio.move_on_after(every):
                     await job.done.wait()
 
     # ------------------------------------------------------------------ supervision
