@@ -234,13 +234,13 @@ class TelegramChannel(Channel):
                 "the other service that uses this bot"
             )
         self._scope = anyio.CancelScope()
-        host.task_group.start_soon(self._run, self._scope)
+        host.task_group.start_soon(self._run, self.api, self._scope)
         if self._problem is None:
             host.report("ready")
 
-    async def _run(self, scope: anyio.CancelScope) -> None:
+    async def _run(self, api: TelegramApi, scope: anyio.CancelScope) -> None:
         with scope:
-            await self.poll_forever()
+            await self.poll_forever(api)
 
     async def stop(self) -> None:
         scope, self._scope = self._scope, None
@@ -299,8 +299,7 @@ class TelegramChannel(Channel):
 
     # ------------------------------------------------------------------ polling
 
-    async def poll_forever(self) -> None:
-        api = self._api()
+    async def poll_forever(self, api: TelegramApi) -> None:
         offset = await anyio.to_thread.run_sync(self.load_offset)
         backoff = _BACKOFF_START
         while True:
