@@ -181,8 +181,8 @@ class TelegramChannel(Channel):
 
     async def _token(self) -> str:
         value = self.config.bot_token
-        token = value or ""
-        if value == "@keyring":
+        token = value if isinstance(value, str) and value != "@keyring" else ""
+        if value is not None and not token:
             from fermix_core.config.secret import SecretField
             from fermix_core.secrets import SecretResolver
 
