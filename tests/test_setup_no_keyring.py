@@ -107,3 +107,14 @@ def test_a_locked_keyring_fails_the_save_cleanly_and_writes_nothing(env) -> None
     assert "Nothing was written" in result.stderr
     assert KEY not in result.stdout + result.stderr
     assert [f for f in written_files(home) if not f.startswith("logs/")] == []
+
+
+def test_a_bot_token_that_cannot_be_stored_is_not_told_to_use_its_ignored_variable(env) -> None:
+    token = "123456789:AAHeadlessTelegramTokenForTheTest01"
+    result = run(["config", "set", "fermix_channels.telegram.bot_token", token], env)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and token not in result.stdout + result.stderr
+    assert "cannot store new secret(s) fermix_channels.telegram.bot_token" in result.stderr
+    # TELEGRAM_BOT_TOKEN is deliberately never read, so it must not be the advice.
+    assert "TELEGRAM_BOT_TOKEN" not in result.stderr
+    assert 'source = "command"' in result.stderr

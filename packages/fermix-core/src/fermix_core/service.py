@@ -165,6 +165,7 @@ class FermixService:
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
+        from fermix_core.jobs.delivery import channel_port
         from fermix_core.jobs.wiring import JobsRuntime
 
         service.jobs = await JobsRuntime.open(
@@ -173,6 +174,7 @@ class FermixService:
             services=runner.services,
             tracer=tracer,
             conversations=service.store,
+            ports=lambda name: channel_port(service, name),
         )
         service._closers.append(service.jobs.aclose)
         runner.services["jobs"] = service.jobs.service

@@ -49,6 +49,8 @@ MAX_CONCURRENT_RUNS = 4
 _BATCH = 64
 #: Never re-check sooner than this when a due job could not be claimed (another process).
 _MIN_RETRY_S = 1.0
+#: After a store failure, the next pass is this far away (a wake still comes sooner).
+_ERROR_S = 30.0
 
 CRASH_REASON = (
     "the daemon stopped while this run was in progress (killed or crashed); the run was not "
@@ -161,8 +163,15 @@ class Scheduler:
                 task_status.started()
                 while True:
                     self._wake = anyio.Event()
-                    report = await self.tick()
-                    await self._sleep(await self._delay(report))
+                    try:
+                        report = await self.tick()
+                        delay = await self._delay(report)
+                    except JobStoreError as exc:
+                        # memory.db unusable for now (disk full, locked too long): keep the
+                        # daemon up and look again later rather than take it down.
+                        log.error("scheduler pass failed (%s); retrying in %.0f s", exc, _ERROR_S)
+                        delay = _ERROR_S
+                    await self._sleep(delay)
         finally:
             self._tg = None
 

@@ -9,10 +9,12 @@ that decision, with the chunk count this layer measured.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from fermix_core.provider import ErrorKind, Provider, ProviderError, ProviderSettings
@@ -35,6 +37,35 @@ class Timeouts:
 
     def httpx(self) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+
+_VERSION = re.compile(r"/v\d+$")
+
+
+def normalize_base_url(url: str, default: str | None) -> str:
+    """Accept a base URL with or without its API version segment.
+
+    Vendors document both forms (``ANTHROPIC_BASE_URL=https://api.anthropic.com``, an
+    Ollama host as ``http://localhost:11434``) while the wires append paths after the
+    version (``/messages``, ``/chat/completions``). A URL that is only a host gets the
+    default URL's path when it is the default's own host (``https://openrouter.ai`` →
+    ``…/api/v1``), else the default's version segment (``/v1``); a doubled segment
+    (``…/v1/v1``) is collapsed. Any other path is a gateway's own layout and is kept.
+    """
+    base = url.strip().rstrip("/")
+    version = _VERSION.search(urlsplit(default).path) if default else None
+    parts = urlsplit(base)
+    if version is None or default is None:
+        return base
+    segment = version.group(0)
+    if parts.path in ("", "/"):
+        own = urlsplit(default)
+        if (parts.hostname, parts.port) == (own.hostname, own.port):
+            return base + own.path.rstrip("/")
+        return base + segment
+    while base.endswith(segment + segment):
+        base = base[: -len(segment)]
+    return base
 
 
 def new_client() -> httpx.AsyncClient:
@@ -63,7 +94,7 @@ class HttpProvider(Provider):
                 f"{spec.name} has no base_url; set [fermix_core.providers.{spec.name}] base_url",
                 provider=spec.name,
             )
-        self.base_url = base.rstrip("/")
+        self.base_url = normalize_base_url(base, spec.default_base_url)
         self._owns_client = settings.http is None
         self.client: httpx.AsyncClient = settings.http or new_client()
 
@@ -101,7 +132,11 @@ class HttpProvider(Provider):
         response = await self._send("POST", path, body, stream=False, stats=StreamStats())
         if response.status_code >= 400:
             raise error_from_response(
-                self.name, response.status_code, response.headers, response.text
+                self.name,
+                response.status_code,
+                response.headers,
+                response.text,
+                url=self._shown_url(path),
             )
         try:
             return response.json()
@@ -123,7 +158,13 @@ class HttpProvider(Provider):
             response = await self._send("POST", path, body, stream=True, stats=stats)
             if response.status_code >= 400:
                 text = (await response.aread()).decode("utf-8", "replace")
-                raise error_from_response(self.name, response.status_code, response.headers, text)
+                raise error_from_response(
+                    self.name,
+                    response.status_code,
+                    response.headers,
+                    text,
+                    url=self._shown_url(path),
+                )
             yield self._events(response, stats)
         finally:
             if response is not None:
@@ -164,6 +205,7 @@ class HttpProvider(Provider):
                     exc,
                     chunks_seen=stats.chunks,
                     counts_chunks=self.counts_chunks and stream,
+                    url=self._shown_url(path),
                 ) from exc
             except httpx.HTTPError as exc:
                 raise error_from_exception(
@@ -171,8 +213,17 @@ class HttpProvider(Provider):
                     exc,
                     chunks_seen=stats.chunks,
                     counts_chunks=self.counts_chunks and stream,
+                    url=self._shown_url(path),
                 ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _shown_url(self, path: str) -> str:
+        """The endpoint of *path* as it may appear in a message: no query, no credentials."""
+        url = path if path.startswith("http") else f"{self.base_url}{path}"
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
     async def aclose(self) -> None:
         if self._owns_client and not self.client.is_closed:
