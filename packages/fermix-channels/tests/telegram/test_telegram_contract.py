@@ -32,3 +32,7 @@ class TestTelegramContract(ChannelContract):
 
     async def sent_texts(self, channel: Channel, chat_id: str) -> list[str]:
         return [m.get("text", "") for m in self.fake.sent(chat_id)]
+
+    async def provoke_rate_limit(self, channel: Channel, chat_id: str) -> bool:
+        self.fake.fail("sendMessage", 429, "Too Many Requests: retry after 2", retry_after=2)
+        return True
