@@ -51,16 +51,41 @@ def _chunk(delta: dict, finish: str | None = None) -> dict:
     }
 
 
+def _tool_call_stream(name: str, arguments: dict) -> list:
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return [
+        _chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+        _chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+
+
 class Backend:
     def __init__(self) -> None:
         self.telegram = ft.FakeBotApi()
         self.model_requests: list[dict] = []
+        #: When set, the first "please read my folder" asks for this directory.
+        self.wanted: str | None = None
+        self.asked = 0
 
     async def __call__(self, request: RecordedRequest) -> Reply:
         if request.path.startswith(("/bot", "/file/bot")):
             return await self.telegram._handle(request)
         body = request.json()
         self.model_requests.append(body)
+        if self.wanted is not None:
+            return self._access_script(body)
         if body.get("stream"):
             words = ANSWER.split(" ")
             half = len(words) // 2
@@ -95,6 +120,25 @@ class Backend:
                     }
                 ],
             }
+        )
+
+    def _access_script(self, body: dict) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            text = "I asked you for access to that folder."
+        elif _text(last.get("content")) == "please read my folder" and self.asked == 0:
+            self.asked += 1
+            return Reply(
+                sse=_tool_call_stream(
+                    "request_directory_access",
+                    {"path": self.wanted, "reason": "the files you asked about"},
+                )
+            )
+        else:
+            self.asked += 1
+            text = "Now I can read it."
+        return Reply(
+            sse=[_chunk({"role": "assistant", "content": text}), _chunk({}, "stop"), "[DONE]"]
         )
 
 
@@ -191,3 +235,42 @@ def test_restart_neither_replays_nor_loses(daemon_env, backend) -> None:
     fermix(daemon_env, "stop")
     assert len(backend.fake.model_requests) == 2
     assert len(telegram.sent(ft.OWNER_ID)) == 2
+
+
+def test_the_approve_button_grants_through_the_owners_confirm(daemon_env, backend, tmp_path):
+    telegram = backend.fake.telegram
+    wanted = tmp_path / "outside-folder"
+    wanted.mkdir()
+    backend.fake.wanted = str(wanted)
+    fermix(daemon_env, "start")
+    backend.call(telegram.wait_polling, 1, 60)
+    backend.call(lambda: telegram.message("please read my folder"))
+
+    def prompt():
+        return [m for m in telegram.sent(ft.OWNER_ID) if m.get("reply_markup")]
+
+    backend.call(telegram.until, lambda: bool(prompt()), 60)
+    (message,) = prompt()
+    button = message["reply_markup"]["inline_keyboard"][0][0]
+    assert button["text"] == "Approve" and button["callback_data"].startswith("fx-confirm:")
+    token = button["callback_data"].split(":", 1)[1]
+    assert f"/confirm {token}" in message["text"]  # a private chat shows the typed line too
+    config_file = Path(daemon_env["FERMIX_HOME"]) / "config.toml"
+    assert str(wanted) not in config_file.read_text()
+
+    public = {k: v for k, v in message.items() if k != "_params"}
+    backend.call(lambda: telegram.tap(button["callback_data"], sender=ft.OWNER_ID, on=public))
+    backend.call(telegram.wait_call, "answerCallbackQuery", 1, 60)
+    assert telegram.callback_answers[0]["text"] == "Approving…"
+    backend.call(
+        telegram.until,
+        lambda: any("Now I can read it." in m.get("text", "") for m in telegram.sent(ft.OWNER_ID)),
+        60,
+    )
+    assert str(wanted) in config_file.read_text()
+    # The token was single-use: a second tap changes nothing and runs no turn.
+    models = len(backend.fake.model_requests)
+    backend.call(lambda: telegram.tap(button["callback_data"], sender=ft.OWNER_ID, on=public))
+    backend.call(telegram.wait_call, "answerCallbackQuery", 2, 60)
+    fermix(daemon_env, "stop")
+    assert len(backend.fake.model_requests) == models
