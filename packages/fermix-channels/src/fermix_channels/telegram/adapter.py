@@ -33,6 +33,7 @@ import json
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,36 @@ def _mb(size: int) -> str:
     return f"{size // _MB} MB"
 
 
+@dataclass
+class _Album:
+    """The parts of one album (updates sharing a ``media_group_id``) seen so far."""
+
+    parts: list[tuple[int, InboundMessage]] = field(default_factory=list)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+
+def _merge_album(messages: list[InboundMessage]) -> InboundMessage:
+    """One message for a whole album: the first part's ids (so a re-fetched album is a
+    duplicate of the one delivered), every caption, every file."""
+    ordered = sorted(messages, key=lambda m: m.raw_ref.message_id)
+    first = ordered[0]
+    ref: TelegramRef = first.raw_ref
+    texts = [m.text for m in ordered if m.text.strip()]
+    media = tuple(item for m in ordered for item in m.raw_ref.media)
+    return first.model_copy(
+        update={
+            "text": "\n".join(texts),
+            "raw_ref": TelegramRef(
+                chat_id=ref.chat_id,
+                message_id=ref.message_id,
+                chat_type=ref.chat_type,
+                media=media,
+                media_group_id=ref.media_group_id,
+            ),
+        }
+    )
+
+
 class TelegramChannel(Channel):
     """The ``telegram`` channel (built by the runtime from ``fermix_channels.telegram.plugin``)."""
 
@@ -176,6 +207,11 @@ class TelegramChannel(Channel):
         self._problem: str | None = None
         #: Set once the first getUpdates answered (for tests and the benchmark).
         self.polling = anyio.Event()
+        self._offset: int | None = None
+        #: update_id -> raw update of album parts not delivered yet (saved with the offset).
+        self._held: dict[int, dict[str, Any]] = {}
+        self._albums: dict[tuple[str, str], _Album] = {}
+        self._state_lock = anyio.Lock()
 
     # ------------------------------------------------------------------ secrets
 
@@ -246,6 +282,9 @@ class TelegramChannel(Channel):
         scope, self._scope = self._scope, None
         if scope is not None:
             scope.cancel()
+        # Album parts still held are in the state file; the next start merges them.
+        self._albums.clear()
+        self._held.clear()
         self.api = None
         self.host = None
 
@@ -272,35 +311,54 @@ class TelegramChannel(Channel):
         path = getattr(home, "path", None)
         return Path(path) / OFFSET_FILE if path is not None else None
 
-    def load_offset(self) -> int | None:
+    def load_state(self) -> tuple[int | None, list[dict[str, Any]]]:
+        """The saved offset and the album updates held when the channel last stopped."""
         path = self._offset_path()
         if path is None:
-            return None
+            return None, []
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return None
+            return None, []
         except (OSError, ValueError):
             log.warning("telegram: %s is unreadable; starting from Telegram's queue", path)
-            return None
+            return None, []
         if not isinstance(data, dict) or data.get("bot_id") != self.bot_id:
-            return None  # another bot's offset (the token changed)
+            return None, []  # another bot's offset (the token changed)
         offset = data.get("offset")
-        return offset if isinstance(offset, int) and not isinstance(offset, bool) else None
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            offset = None
+        held = data.get("held")
+        held = [u for u in held if isinstance(u, dict)] if isinstance(held, list) else []
+        return offset, held
 
-    def save_offset(self, offset: int) -> None:
+    def load_offset(self) -> int | None:
+        return self.load_state()[0]
+
+    def save_offset(self, offset: int | None) -> None:
+        """Write the offset and the held album updates (atomic replace)."""
         path = self._offset_path()
         if path is None:
             return
         from fermix_core.fsutil import atomic_write
 
+        state: dict[str, Any] = {"bot_id": self.bot_id, "offset": offset}
+        if self._held:
+            state["held"] = [self._held[k] for k in sorted(self._held)]
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        atomic_write(path, json.dumps({"bot_id": self.bot_id, "offset": offset}) + "\n")
+        atomic_write(path, json.dumps(state, ensure_ascii=False) + "\n")
+
+    async def _save_state(self) -> None:
+        async with self._state_lock:
+            await anyio.to_thread.run_sync(self.save_offset, self._offset)
 
     # ------------------------------------------------------------------ polling
 
     async def poll_forever(self, api: TelegramApi) -> None:
-        offset = await anyio.to_thread.run_sync(self.load_offset)
+        offset, held = await anyio.to_thread.run_sync(self.load_state)
+        self._offset = offset
+        for update in held:  # album parts held when the channel last stopped
+            await self.handle_update(update)
         backoff = _BACKOFF_START
         while True:
             try:
@@ -357,7 +415,8 @@ class TelegramChannel(Channel):
             log.warning("telegram: hand-off failed, the update is fetched again: %s", exc)
             await anyio.sleep(_BACKOFF_START)
         if next_offset is not None and next_offset != offset:
-            await anyio.to_thread.run_sync(self.save_offset, next_offset)
+            self._offset = next_offset
+            await self._save_state()
         return next_offset
 
     async def handle_update(self, update: dict[str, Any]) -> str:
@@ -378,12 +437,66 @@ class TelegramChannel(Channel):
         if isinstance(message, Skip):
             log.debug("telegram: skipped an update: %s", message.reason)
             return "skipped"
+        ref = message.raw_ref
+        if (
+            isinstance(ref, TelegramRef)
+            and ref.media_group_id
+            and self.config.album_debounce_ms > 0
+            and self._trust.authorize(message.sender_id) is not None
+            and isinstance(update.get("update_id"), int)
+        ):
+            self._hold(update, message, ref)
+            return "held"
+        return await self._deliver(message)
+
+    async def _deliver(self, message: InboundMessage) -> str:
         host = self._host()
         ref = message.raw_ref
         if isinstance(ref, TelegramRef) and ref.media:
             message = await self._with_media(host, message, ref.media)
         result = await host.deliver(message)
         return str(result.value)
+
+    # ------------------------------------------------------------------ albums
+
+    def _hold(self, update: dict[str, Any], message: InboundMessage, ref: TelegramRef) -> None:
+        """Keep an album part until its album is complete (no new part for
+        ``album_debounce_ms``); the raw update is saved with the offset, so a restart in
+        the meantime loses nothing."""
+        update_id = int(update["update_id"])
+        key = (message.chat_id, str(ref.media_group_id))
+        self._held[update_id] = update
+        album = self._albums.get(key)
+        if album is None:
+            album = self._albums[key] = _Album()
+            self._host().task_group.start_soon(self._flush_album, key, album)
+        if all(uid != update_id for uid, _ in album.parts):
+            album.parts.append((update_id, message))
+        album.changed.set()
+        album.changed = anyio.Event()
+
+    async def _flush_album(self, key: tuple[str, str], album: _Album) -> None:
+        wait = self.config.album_debounce_ms / 1000
+        while True:
+            changed = album.changed
+            with anyio.move_on_after(wait) as timer:
+                await changed.wait()
+            if timer.cancelled_caught:
+                break
+        self._albums.pop(key, None)
+        merged = _merge_album([m for _, m in album.parts])
+        backoff = _BACKOFF_START
+        while True:
+            try:
+                await self._deliver(merged)
+                break
+            except (DeliveryUnavailable, ChannelTransientError, ChannelRateLimited) as exc:
+                log.warning("telegram: album hand-off failed, retrying: %s", exc)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_CAP)
+        for update_id, _ in album.parts:
+            self._held.pop(update_id, None)
+        await self._save_state()
 
     async def _with_media(
         self, host: ChannelHost, message: InboundMessage, media: tuple[MediaRef, ...]
