@@ -153,33 +153,79 @@ _HTML_TAGS = frozenset(
 )
 
 
+_ENTITY_TYPES = {
+    "b": "bold",
+    "strong": "bold",
+    "i": "italic",
+    "em": "italic",
+    "u": "underline",
+    "ins": "underline",
+    "s": "strikethrough",
+    "strike": "strikethrough",
+    "del": "strikethrough",
+    "tg-spoiler": "spoiler",
+    "code": "code",
+    "pre": "pre",
+    "blockquote": "blockquote",
+    "a": "text_link",
+}
+
+
 class _TelegramHtml(HTMLParser):
-    """Telegram's HTML rules: known tags only, properly nested."""
+    """Telegram's HTML rules (known tags only, properly nested), and what Telegram makes
+    of a valid body: the plain text plus ``entities`` with UTF-16 offsets."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.stack: list[str] = []
+        self.stack: list[tuple[str, int, dict[str, str | None]]] = []
         self.error: str | None = None
+        self.text = ""
+        self.entities: list[dict[str, Any]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in _HTML_TAGS:
             self.error = self.error or f'unsupported start tag "{tag}"'
-        self.stack.append(tag)
+        self.stack.append((tag, utf16_len(self.text), dict(attrs)))
 
     def handle_endtag(self, tag: str) -> None:
-        if not self.stack or self.stack[-1] != tag:
+        if not self.stack or self.stack[-1][0] != tag:
             self.error = self.error or f'unmatched end tag "{tag}"'
             return
-        self.stack.pop()
+        _, start, attrs = self.stack.pop()
+        kind = _ENTITY_TYPES.get(tag)
+        if tag == "span" and attrs.get("class") == "tg-spoiler":
+            kind = "spoiler"
+        if tag == "blockquote" and "expandable" in attrs:
+            kind = "expandable_blockquote"
+        length = utf16_len(self.text) - start
+        if kind is None or length == 0:
+            return
+        entity: dict[str, Any] = {"type": kind, "offset": start, "length": length}
+        if kind == "text_link":
+            entity["url"] = attrs.get("href") or ""
+        self.entities.append(entity)
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
 
 
-def html_error(text: str) -> str | None:
+def parse_html(text: str) -> tuple[str | None, str, list[dict[str, Any]]]:
+    """``(error, plain text, entities)`` for an HTML body."""
     parser = _TelegramHtml()
     parser.feed(text)
     parser.close()
     if parser.error is None and parser.stack:
-        return f'can\'t find end tag corresponding to start tag "{parser.stack[-1]}"'
-    return parser.error
+        return (
+            f'can\'t find end tag corresponding to start tag "{parser.stack[-1][0]}"',
+            "",
+            [],
+        )
+    entities = sorted(parser.entities, key=lambda e: (e["offset"], -e["length"]))
+    return parser.error, parser.text, entities
+
+
+def html_error(text: str) -> str | None:
+    return parse_html(text)[0]
 
 
 def utf16_len(text: str) -> int:
@@ -389,6 +435,10 @@ class FakeBotApi:
             }
         )
 
+    def sent_html(self, chat_id: int | str) -> list[str]:
+        """The bodies as the bot sent them (with markup), oldest first."""
+        return [m["_params"].get("text", "") for m in self.sent(chat_id)]
+
     def sent(self, chat_id: int | str) -> list[dict[str, Any]]:
         return [m for m in self.messages[int(chat_id)].values() if m["from"]["id"] == BOT_ID]
 
@@ -567,25 +617,29 @@ class FakeBotApi:
         self.messages[chat_id][message_id] = msg
         return {k: v for k, v in msg.items() if k != "_params"}
 
-    def _check_text(self, text: Any, parse_mode: Any) -> str:
+    def _check_text(self, text: Any, parse_mode: Any) -> dict[str, Any]:
+        """The ``text``/``entities`` Telegram stores for a body (markup parsed away)."""
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, "Bad Request: message text is empty")
-        if utf16_len(text) > 4096:
-            raise ApiError(400, "Bad Request: message is too long")
+        entities: list[dict[str, Any]] = []
         if parse_mode == "HTML":
-            problem = html_error(text)
+            problem, text, entities = parse_html(text)
             if problem:
                 raise ApiError(
                     400, f"Bad Request: can't parse entities: {problem} at byte offset 0"
                 )
+            if not text.strip():
+                raise ApiError(400, "Bad Request: message text is empty")
         elif parse_mode not in (None, ""):
             raise ApiError(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
-        return text
+        if utf16_len(text) > 4096:
+            raise ApiError(400, "Bad Request: message is too long")
+        return {"text": text, **({"entities": entities} if entities else {})}
 
     def _m_sendMessage(self, params: dict, files: dict) -> dict:
         chat_id = self._chat(params)
-        text = self._check_text(params.get("text"), params.get("parse_mode"))
-        return self._store(chat_id, params, text=text)
+        content = self._check_text(params.get("text"), params.get("parse_mode"))
+        return self._store(chat_id, params, **content)
 
     def _m_editMessageText(self, params: dict, files: dict) -> dict:
         chat_id = self._chat(params)
@@ -593,16 +647,22 @@ class FakeBotApi:
         msg = self.messages[chat_id].get(message_id or 0)
         if msg is None or msg["from"]["id"] != BOT_ID:
             raise ApiError(400, "Bad Request: message to edit not found")
-        text = self._check_text(params.get("text"), params.get("parse_mode"))
-        if text == msg.get("text") and params.get("parse_mode") == msg["_params"].get("parse_mode"):
+        content = self._check_text(params.get("text"), params.get("parse_mode"))
+        same_markup = params.get("reply_markup") == msg.get("reply_markup")
+        if (
+            content["text"] == msg.get("text")
+            and content.get("entities") == msg.get("entities")
+            and (same_markup or "reply_markup" not in params)
+        ):
             raise ApiError(
                 400,
                 "Bad Request: message is not modified: specified new message content and "
                 "reply markup are exactly the same as a current content and reply markup of "
                 "the message",
             )
-        msg["text"] = text
-        msg["_params"] = {**msg["_params"], "parse_mode": params.get("parse_mode")}
+        msg.pop("entities", None)
+        msg.update(content)
+        msg["_params"] = {**msg["_params"], **params}
         msg["edit_date"] = int(time.time())
         return {k: v for k, v in msg.items() if k != "_params"}
 

@@ -326,7 +326,10 @@ async def test_draft_streaming_edits_through_the_port(fake, running) -> None:
         sent = await port.send(OutboundMessage(chat_id=str(OWNER), text="Partial *answer*"))
         await port.edit(str(OWNER), sent.message_id, "Partial *answer*, now complete.")
     (message,) = fake.sent(OWNER)
-    assert message["text"] == "Partial <i>answer</i>, now complete."
+    assert fake.sent_html(OWNER) == ["Partial <i>answer</i>, now complete."]
+    # As Telegram stores it: markup parsed into entities with UTF-16 offsets.
+    assert message["text"] == "Partial answer, now complete."
+    assert message["entities"] == [{"type": "italic", "offset": 8, "length": 6}]
 
 
 def _port(channel: TelegramChannel) -> Any:

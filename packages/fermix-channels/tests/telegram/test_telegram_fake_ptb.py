@@ -44,11 +44,23 @@ async def test_ptb_talks_to_the_fake(fake) -> None:
         sent = await bot.send_message(
             ft.OWNER_ID, "<b>bold</b>", parse_mode="HTML", disable_notification=True
         )
-        assert sent.from_user.id == ft.BOT_ID and sent.text == "<b>bold</b>"
-        edited = await bot.edit_message_text("<i>new</i>", ft.OWNER_ID, sent.message_id)
-        assert edited.text == "<i>new</i>"
+        assert sent.from_user.id == ft.BOT_ID and sent.text == "bold"
+        assert sent.text_html == "<b>bold</b>"  # PTB rebuilds the HTML from the entities
+        edited = await bot.edit_message_text(
+            "<i>new</i> 😀 <a href='https://example.org'>x</a>",
+            ft.OWNER_ID,
+            sent.message_id,
+            parse_mode="HTML",
+        )
+        assert edited.text == "new 😀 x"
+        assert edited.text_html == '<i>new</i> 😀 <a href="https://example.org">x</a>'
         with pytest.raises(BadRequest, match=r"(?i)not modified"):
-            await bot.edit_message_text("<i>new</i>", ft.OWNER_ID, sent.message_id)
+            await bot.edit_message_text(
+                "<i>new</i> 😀 <a href='https://example.org'>x</a>",
+                ft.OWNER_ID,
+                sent.message_id,
+                parse_mode="HTML",
+            )
         with pytest.raises(BadRequest, match=r"(?i)can't parse entities"):
             await bot.send_message(ft.OWNER_ID, "<b>open", parse_mode="HTML")
         assert await bot.set_message_reaction(ft.OWNER_ID, sent.message_id, "👍")
