@@ -34,6 +34,7 @@ BENCHMARKS = [
     "presentation",
     "jobs",
     "channels",
+    "telegram",
 ]
 
 
