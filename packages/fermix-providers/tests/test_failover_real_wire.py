@@ -103,6 +103,30 @@ async def test_a_primary_refusing_connections_fails_over_after_the_bounded_retry
     assert hop["from"] == "primary_host" and hop["kind"] == "transport"
 
 
+@pytest.mark.parametrize("status", [500, 502, 503, 529])
+async def test_provider_5xx_is_retried_in_place_then_fails_over(status: int) -> None:
+    rec = Recorder()
+    body = {"error": {"message": "Overloaded", "type": "overloaded_error"}}
+    async with LoopbackServer() as primary, LoopbackServer() as spare:
+        for _ in range(3):
+            primary.queue(Reply(status=status, body=body))
+        spare.queue(answer("from the spare"))
+        content, won = await run_chain(primary.url, spare.url, rec)
+        assert len(primary.requests) == 3
+    assert (content, won) == ("from the spare", "spare_host")
+    assert rec.sleeps == [0.25, 0.5]
+
+
+async def test_a_5xx_flake_self_heals_on_the_same_route() -> None:
+    rec = Recorder()
+    async with LoopbackServer() as primary, LoopbackServer() as spare:
+        primary.queue(Reply(status=529, body={"error": {"message": "Overloaded"}}))
+        primary.queue(answer("second try"))
+        content, won = await run_chain(primary.url, spare.url, rec)
+        assert spare.requests == []
+    assert (content, won) == ("second try", "primary_host")
+
+
 async def test_refused_is_transport_but_a_down_network_is_connection_unavailable() -> None:
     import errno
     import socket

@@ -26,7 +26,7 @@ MATRIX: dict[ErrorKind, tuple[Action, Action, Action, Action, Action]] = {
     ErrorKind.TRANSPORT: (R, F, F, R, R),
     ErrorKind.CONNECTION_UNAVAILABLE: (R, S, S, S, S),
     ErrorKind.SERVER_ERROR: (R, F, F, S, S),
-    ErrorKind.OVERLOADED: (F, F, F, R, R),
+    ErrorKind.OVERLOADED: (R, F, F, R, R),
     ErrorKind.RATE_LIMIT: (F, F, F, S, S),
     ErrorKind.QUOTA: (F, F, F, S, S),
     ErrorKind.AUTH: (S, S, S, S, S),
