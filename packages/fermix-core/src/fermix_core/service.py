@@ -59,6 +59,8 @@ class FermixService:
         self.ingress: Any = None
         #: Scheduled jobs (:class:`fermix_core.jobs.wiring.JobsRuntime`).
         self.jobs: Any = None
+        #: Loaded skills (:class:`fermix_core.skills.SkillRegistry`).
+        self.skills: Any = None
         self._closers: list[Any] = []
 
     @property
@@ -110,6 +112,7 @@ class FermixService:
         )
         caller, windows = service._build_caller()
         tracer = Tracer(runtime.home)
+        skills = await service._open_skills(capabilities)
         runner = TurnRunner(
             store=service.store,
             capabilities=capabilities,
@@ -124,6 +127,15 @@ class FermixService:
             context_window=windows,
         )
         service.runner = runner
+        runner.skills = skills
+        if caller is not None:
+            from fermix_core.agent.delegation import Delegator, routed_callers
+
+            callers, closers = routed_callers(runtime)
+            service._closers += closers
+            runner.services["delegation"] = Delegator(
+                capabilities, callers, emit=runtime.emit, tracer=tracer
+            )
         from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
         from fermix_core.sandbox.policy import log_confinement
         from fermix_core.secrets import SecretResolver
@@ -160,6 +172,7 @@ class FermixService:
         runner.confirmations = ConfirmationStore()
         runner.confirmations.listeners.append(runner.resume_after_grant)
         runner.services.update(
+            skills=skills,
             registry=registry,
             secrets=resolver,
             sandbox=sandbox,
@@ -218,6 +231,16 @@ class FermixService:
                     except Exception:
                         log.exception("closing %r failed", close)
                 await service.store.close()
+
+    async def _open_skills(self, capabilities: Any) -> Any:
+        """Scan every skill root (problems are logged and kept, never fatal)."""
+        from fermix_core.skills import SkillRegistry, default_roots
+
+        roots = default_roots(self.runtime.home, self.runtime.registry)
+        skills = SkillRegistry(roots, reserved=capabilities.specs)
+        await anyio.to_thread.run_sync(skills.load)
+        self.skills = skills
+        return skills
 
     def _build_caller(self) -> tuple[Any, Any]:
         """The main-turn route chain, snapshotted now (restart to apply provider changes)."""
