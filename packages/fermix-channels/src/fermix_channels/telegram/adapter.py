@@ -97,6 +97,8 @@ CONFIRM_PREFIX = "fx-confirm:"
 _CAPTION_LIMIT = 1024
 _BACKOFF_START = 1.0
 _BACKOFF_CAP = 60.0
+#: A webhook or a second poller can be removed at any moment; retry at least this often.
+_CONFLICT_BACKOFF_CAP = 10.0
 
 #: Telegram's fixed reaction set (``ReactionTypeEmoji.emoji``) for bots.
 REACTIONS: tuple[str, ...] = (
@@ -361,6 +363,7 @@ class TelegramChannel(Channel):
             await self.handle_update(update)
         backoff = _BACKOFF_START
         while True:
+            cap = _BACKOFF_CAP
             try:
                 updates = await api.get_updates(
                     offset,
@@ -368,6 +371,8 @@ class TelegramChannel(Channel):
                     allowed_updates=ALLOWED_UPDATES,
                 )
             except TelegramConflict as exc:
+                # Fixed on Telegram's side at any moment: look again soon.
+                cap = _CONFLICT_BACKOFF_CAP
                 self._degraded(self._conflict_advice(exc))
             except ChannelRateLimited as exc:
                 await anyio.sleep(exc.retry_after or backoff)
@@ -383,8 +388,9 @@ class TelegramChannel(Channel):
                 if updates:
                     offset = await self._handle_batch(updates, offset)
                 continue
+            backoff = min(backoff, cap)
             await anyio.sleep(backoff * (0.5 + self._jitter() / 2))
-            backoff = min(backoff * 2, _BACKOFF_CAP)
+            backoff = min(backoff * 2, cap)
 
     def _conflict_advice(self, exc: TelegramConflict) -> str:
         if exc.webhook_active:
