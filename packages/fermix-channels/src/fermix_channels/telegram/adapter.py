@@ -146,6 +146,8 @@ class _Album:
 
     parts: list[tuple[int, InboundMessage]] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
+    #: Cancelled by stop(): the parts stay in the state file for the next start.
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
 def _merge_album(messages: list[InboundMessage]) -> InboundMessage:
@@ -285,6 +287,8 @@ class TelegramChannel(Channel):
         if scope is not None:
             scope.cancel()
         # Album parts still held are in the state file; the next start merges them.
+        for album in self._albums.values():
+            album.scope.cancel()
         self._albums.clear()
         self._held.clear()
         self.api = None
@@ -482,6 +486,10 @@ class TelegramChannel(Channel):
         album.changed = anyio.Event()
 
     async def _flush_album(self, key: tuple[str, str], album: _Album) -> None:
+        with album.scope:
+            await self._flush_album_now(key, album)
+
+    async def _flush_album_now(self, key: tuple[str, str], album: _Album) -> None:
         wait = self.config.album_debounce_ms / 1000
         while True:
             changed = album.changed
