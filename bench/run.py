@@ -33,6 +33,7 @@ BENCHMARKS = [
     "traces",
     "presentation",
     "jobs",
+    "channels",
     "telegram",
 ]
 
