@@ -507,3 +507,74 @@ def test_a_daemon_killed_mid_job_run_settles_it_after_restart(daemon_env, model)
     _, job = jobs_json(daemon_env, "show", job_id)
     assert job["job"]["status"] == "scheduled"
     assert job["job"]["next_run_at"] is not None
+
+
+class ChatProcess:
+    """``fermix chat`` as a subprocess whose output is read line by line as it comes."""
+
+    def __init__(self, env, session: str) -> None:
+        import threading
+
+        self.proc = subprocess.Popen(
+            [FERMIX, "chat", "--session", session],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        # A safety net for a hung child, never a timing assertion.
+        self._watchdog = threading.Timer(90, self.proc.kill)
+        self._watchdog.start()
+        self.output: list[str] = []
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def read_until(self, needle: str) -> str:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"chat ended before {needle!r}:\n{''.join(self.output)}")
+            self.output.append(line)
+            if needle in line:
+                return line
+
+    def close(self) -> int:
+        self.send("/exit")
+        rest, err = self.proc.communicate(timeout=60)
+        self._watchdog.cancel()
+        self.output.append(rest)
+        self.stderr = err
+        return self.proc.returncode
+
+
+@pytest.mark.parametrize("through_daemon", [False, True], ids=["in-process", "daemon"])
+def test_chat_prints_a_background_result_when_it_arrives(daemon_env, model, through_daemon):
+    if through_daemon:
+        fermix(daemon_env, "start")
+    chat = ChatProcess(daemon_env, "bgchat")
+    try:
+        chat.send("/background block:report")
+        chat.read_until("Started background task bg1")
+        model.call(model.fake.release, "block:report")
+        line = chat.read_until("fermix (later)>")
+        assert "echo: block:report" in line
+    finally:
+        code = chat.close()
+    assert code == 0, chat.stderr
+    # Committed to the conversation's history: the next turn replays it.
+    if through_daemon:
+        ask_json(daemon_env, "and now?", session="bgchat")
+        last = model.requests[-1].json()["messages"]
+        texts = [text_of(m.get("content")) for m in last if m["role"] != "system"]
+        assert texts[:2] == ["block:report", "echo: block:report"]
+
+
+def test_in_process_ask_says_background_work_needs_the_daemon(daemon_env) -> None:
+    result = fermix(daemon_env, "ask", "/background block:never released")
+    assert "Started background task" in result.stdout
+    assert "needs" not in result.stdout  # the notice goes to stderr, the reply to stdout
+    assert "fermix start" in result.stderr and "bg1" in result.stderr

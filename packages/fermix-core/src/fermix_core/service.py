@@ -29,14 +29,24 @@ LOCAL_SENDER = "local"
 
 @dataclass
 class CollectingReply:
-    """A reply port for local callers (CLI, embedding): collects what the turn sends."""
+    """A reply port for local callers (CLI, embedding): collects what the turn sends.
+
+    *inbox* (a :class:`~fermix_core.inbox.InboxReply`) is where work this conversation
+    starts but does not wait for (``/background``) posts its result; without one that work
+    answers here too.
+    """
 
     features: Any
     messages: list[OutboundMessage] = field(default_factory=list)
+    inbox: Any = None
 
     async def send(self, message: OutboundMessage) -> SentMessage:
         self.messages.append(message)
         return SentMessage(message_id=str(len(self.messages)))
+
+    def detached(self) -> Any:
+        """The port for results that arrive after this request has been answered."""
+        return self.inbox if self.inbox is not None else self
 
     @property
     def text(self) -> str:
@@ -59,6 +69,10 @@ class FermixService:
         self.ingress: Any = None
         #: Scheduled jobs (:class:`fermix_core.jobs.wiring.JobsRuntime`).
         self.jobs: Any = None
+        from fermix_core.inbox import LocalInbox
+
+        #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
+        self.inbox = LocalInbox()
         self._closers: list[Any] = []
 
     @property
@@ -266,7 +280,11 @@ class FermixService:
             text=text,
             local=True,
         )
-        reply = CollectingReply(self.cli_features)
+        from fermix_core.inbox import InboxReply
+
+        reply = CollectingReply(
+            self.cli_features, inbox=InboxReply(self.inbox, session, self.cli_features)
+        )
         outcome = await self.gateway.ingest(message, reply, cwd=cwd)
         job = getattr(outcome, "job", None)
         if job is not None:

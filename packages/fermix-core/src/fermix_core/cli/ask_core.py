@@ -40,6 +40,7 @@ class LocalSession:
         home = FermixHome.resolve()
         self.client = None
         self.embedded = None
+        self._poller = None
         if home.daemon_sock.exists():
             try:
                 self.client = await self._stack.enter_async_context(DaemonClient(home.daemon_sock))
@@ -52,7 +53,37 @@ class LocalSession:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self.embedded is not None:
+            self._warn_unfinished_background()
         await self._stack.aclose()
+
+    def _warn_unfinished_background(self) -> None:
+        from fermix_core.channel import ConversationKey
+        from fermix_core.service import CLI_CHANNEL
+
+        runner = self.embedded.service.runner
+        key = ConversationKey(CLI_CHANNEL, self.session, None)
+        running = [t["id"] for t in runner.background_tasks(key) if t.get("status") == "running"]
+        if running:
+            sys.stderr.write(
+                f"background work {', '.join(running)} stops here: without a daemon it ends "
+                "with this process. Start one (`fermix start`) for background work that posts "
+                "its result when it finishes.\n"
+            )
+
+    async def late(self, wait: float) -> list[str]:
+        """Results that arrived after their request was answered (``/background``)."""
+        if self.client is None:
+            return await self.embedded.service.inbox.take(self.session, wait=wait)
+        from fermix_core.daemon.client import DaemonClient
+        from fermix_core.home import FermixHome
+
+        if self._poller is None:
+            # Its own connection: the request connection answers one call at a time.
+            home = FermixHome.resolve()
+            self._poller = await self._stack.enter_async_context(DaemonClient(home.daemon_sock))
+        answer = await self._poller.call("inbox", {"session": self.session, "wait": wait})
+        return list(answer.get("messages") or [])
 
     async def ask(self, text: str) -> dict[str, Any]:
         if self.client is not None:

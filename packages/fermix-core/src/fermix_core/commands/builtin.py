@@ -131,10 +131,13 @@ async def background_command(ctx: CommandContext) -> str:
     """``/background`` (``/bg``): detached work, refused (never queued) past the cap."""
     if not ctx.args and not ctx.message.attachments:
         return "Usage: /background <request> — runs it detached and posts the result here."
+    # A port that answers one request at a time (the CLI) hands out the place where late
+    # results go; a chat channel posts into the chat itself.
+    detached = getattr(ctx.reply, "detached", None)
     job = TurnJob(
         message=ctx.message.model_copy(update={"text": ctx.args}),
         trust=ctx.trust,
-        reply=ctx.reply,
+        reply=detached() if callable(detached) else ctx.reply,
         cwd=ctx.cwd,
         background=True,
     )
