@@ -578,3 +578,11 @@ def test_in_process_ask_says_background_work_needs_the_daemon(daemon_env) -> Non
     assert "Started background task" in result.stdout
     assert "needs" not in result.stdout  # the notice goes to stderr, the reply to stdout
     assert "fermix start" in result.stderr and "bg1" in result.stderr
+
+
+def test_ultra_answers_are_printed_by_ask_in_process_and_through_the_daemon(daemon_env) -> None:
+    local = fermix(daemon_env, "ask", "/ultra compare the plans", "--session", "ul")
+    assert "ultra mode" in local.stdout and "echo: compare the plans" in local.stdout
+    fermix(daemon_env, "start")
+    remote = ask_json(daemon_env, "/ultra and again", session="ul")
+    assert remote["reply"].endswith("echo: and again") and remote["status"] == "ok"

@@ -93,3 +93,16 @@ async def test_background_results_stay_with_their_own_session(fx) -> None:
     with anyio.fail_after(20):
         assert await fx.service.inbox.take("a", wait=None) == ["echo: for a"]
     assert await fx.service.inbox.take("b", wait=0) == []
+
+
+async def test_an_ultra_answer_is_returned_with_the_command(fx) -> None:
+    """``fermix ask "/ultra …"`` and ``chat`` print the answer, not only "Working on that"."""
+    outcome = await fx.ask("/ultra plan the whole trip", session="u")
+    assert "ultra mode" in outcome.text  # the acknowledgement comes first …
+    assert outcome.text.endswith("echo: plan the whole trip")  # … then the answer
+    assert outcome.status == "ok"
+    assert outcome.session_id.startswith("main-")
+    assert await window_texts(fx, outcome.conversation_key) == [
+        "plan the whole trip",
+        "echo: plan the whole trip",
+    ]

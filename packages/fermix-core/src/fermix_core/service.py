@@ -44,9 +44,20 @@ class CollectingReply:
         self.messages.append(message)
         return SentMessage(message_id=str(len(self.messages)))
 
+    #: Turns a command started on this request that the caller waits for (``/ultra``),
+    #: each with the port its answer is collected on.
+    followed: list[tuple[Any, CollectingReply]] = field(default_factory=list)
+
     def detached(self) -> Any:
         """The port for results that arrive after this request has been answered."""
         return self.inbox if self.inbox is not None else self
+
+    def follow(self, job: Any) -> None:
+        """Wait for *job* as part of this request: its answer is collected apart (after the
+        command's own acknowledgement, whichever is sent first) and returned with it."""
+        own = CollectingReply(self.features, inbox=self.inbox)
+        job.reply = own
+        self.followed.append((job, own))
 
     @property
     def text(self) -> str:
@@ -294,7 +305,27 @@ class FermixService:
                 return job.result
         key = ConversationKey(CLI_CHANNEL, session, None)
         status = "stopped" if job is not None and job.stopped else str(outcome.status)
+        if reply.followed:
+            return await self._followed(reply, key)
         return TurnOutcome(reply.text, key, "", status=status)
+
+    async def _followed(self, reply: CollectingReply, key: Any) -> TurnOutcome:
+        """The command's acknowledgement, then the answer of each turn it started."""
+        texts = [reply.text] if reply.text else []
+        last: TurnOutcome | None = None
+        stopped = False
+        for job, own in reply.followed:
+            await job.done.wait()
+            if own.text:
+                texts.append(own.text)
+            if isinstance(job.result, TurnOutcome):
+                last = job.result
+            stopped = stopped or bool(job.stopped)
+        text = "\n\n".join(texts)
+        if last is None:
+            return TurnOutcome(text, key, "", status="stopped" if stopped else "command")
+        last.text = text
+        return last
 
     def status(self) -> dict[str, Any]:
         plan = self.routes

@@ -180,6 +180,11 @@ async def ultra_command(ctx: CommandContext) -> str:
         cwd=ctx.cwd,
         run_profile="ultra",
     )
+    follow = getattr(ctx.reply, "follow", None)
+    if callable(follow):
+        # A port that answers one request at a time (the CLI) waits for this turn and
+        # prints its answer after this acknowledgement.
+        follow(job)
     await ctx.services.submit_turn(job)
     return "Working on that in ultra mode (exhaustive, many sub-agents) — it can take a while."
 
