@@ -39,6 +39,23 @@ def completion(text: str) -> dict:
     }
 
 
+def directory_request(path: str) -> dict:
+    """A completion calling request_directory_access for *path*."""
+    body = completion("")
+    body["choices"][0]["message"]["tool_calls"] = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {
+                "name": "request_directory_access",
+                "arguments": json.dumps({"path": path, "reason": "the report lives there"}),
+            },
+        }
+    ]
+    body["choices"][0]["finish_reason"] = "tool_calls"
+    return body
+
+
 def text_of(content) -> str:
     if isinstance(content, str):
         return content
@@ -66,6 +83,10 @@ class FakeModel:
             await self._event(self.gates, text).wait()
         if text == "say nothing":
             return Reply(body=completion(""))
+        if body["messages"][-1]["role"] == "tool":
+            return Reply(body=completion("Waiting for your approval."))
+        if text.startswith("grant:"):
+            return Reply(body=directory_request(text.removeprefix("grant:")))
         return Reply(body=completion(f"echo: {text}"))
 
     # Run on the server's loop thread through ThreadedLoopback.call:
@@ -586,3 +607,32 @@ def test_ultra_answers_are_printed_by_ask_in_process_and_through_the_daemon(daem
     fermix(daemon_env, "start")
     remote = ask_json(daemon_env, "/ultra and again", session="ul")
     assert remote["reply"].endswith("echo: and again") and remote["status"] == "ok"
+
+
+def test_the_cli_owner_sees_the_approval_prompt_in_ask_and_confirms_in_chat(
+    daemon_env, tmp_path
+) -> None:
+    import re
+
+    wanted = tmp_path / "reports"
+    wanted.mkdir()
+    local = fermix(daemon_env, "ask", f"grant:{wanted}", "--session", "ap")
+    assert str(wanted) in local.stdout and "Approve with /confirm" in local.stdout
+    assert "fermix grant path" in local.stderr  # the in-process token dies with the process
+
+    fermix(daemon_env, "start")
+    asked = fermix(daemon_env, "ask", f"grant:{wanted}", "--session", "ap")
+    assert "the report lives there" in asked.stdout and "Waiting" in asked.stdout
+    assert "fermix grant path" not in asked.stderr
+
+    chat = ChatProcess(daemon_env, "ap-chat")
+    try:
+        chat.send(f"grant:{wanted}")
+        line = chat.read_until("Approve with /confirm")
+        token = re.search(r"/confirm (\S+)", line).group(1)
+        chat.send(f"/confirm {token}")
+        assert "Done" in chat.read_until("Done")
+    finally:
+        assert chat.close() == 0, chat.stderr
+    config = (Path(daemon_env["FERMIX_HOME"]) / "config.toml").read_text()
+    assert str(wanted) in config

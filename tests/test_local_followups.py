@@ -106,3 +106,41 @@ async def test_an_ultra_answer_is_returned_with_the_command(fx) -> None:
         "plan the whole trip",
         "echo: plan the whole trip",
     ]
+
+
+async def test_the_cli_owner_sees_the_directory_access_prompt_and_confirms_inline(
+    fx, tmp_path
+) -> None:
+    import re
+
+    from fermix_core.messages import ToolCall
+
+    wanted = tmp_path / "outside-project"
+    wanted.mkdir()
+
+    async def answer(request):
+        last = request.messages[-1]
+        if last.tool_result is not None:
+            # The model says only that it waits: the prompt must not depend on it relaying.
+            return Turn(content="Waiting for your approval.", model="m1")
+        return Turn(
+            content="",
+            tool_calls=[
+                ToolCall(
+                    id="g1",
+                    name="request_directory_access",
+                    arguments={"path": str(wanted), "reason": "the files you asked about"},
+                )
+            ],
+            model="m1",
+        )
+
+    fx.model.provider.fn = answer
+    asked = await fx.ask("read my project", session="cli-owner", cwd=tmp_path / "elsewhere")
+    assert str(wanted) in asked.text and "the files you asked about" in asked.text
+    token = re.search(r"^Approve with /confirm (\S+) ", asked.text, re.M).group(1)
+    assert asked.text.rstrip().endswith("Waiting for your approval.")
+    # `fermix chat` sends the next line through the same path: /confirm inline.
+    confirmed = await fx.ask(f"/confirm {token}", session="cli-owner")
+    assert "done" in confirmed.text.lower() or "applied" in confirmed.text.lower()
+    assert str(wanted) in fx.runtime.home.config_file.read_text()

@@ -48,6 +48,18 @@ class CollectingReply:
     #: each with the port its answer is collected on.
     followed: list[tuple[Any, CollectingReply]] = field(default_factory=list)
 
+    async def approval(self, chat_id: str, thread_id: str | None, proposal: Any) -> SentMessage:
+        """The sandbox's directory-access prompt, shown to the person at the terminal with
+        its ``/confirm TOKEN`` line (no button here delivers the token privately)."""
+        return await self.send(
+            OutboundMessage(
+                chat_id=chat_id,
+                thread_id=thread_id,
+                text=proposal.prompt(include_token=True),
+                plain=True,
+            )
+        )
+
     def detached(self) -> Any:
         """The port for results that arrive after this request has been answered."""
         return self.inbox if self.inbox is not None else self

@@ -117,14 +117,25 @@ def ask_command(prompt: str, *, session: str, stdin: bool, as_json: bool) -> int
         sys.stderr.write("nothing to ask: give a prompt or pipe one with --stdin\n")
         return 2
 
+    in_process = False
+
     async def main() -> dict[str, Any]:
+        nonlocal in_process
         async with LocalSession(session) as local:
+            in_process = local.client is None
             return await local.ask(text)
 
     try:
         result = run_turns(main)
     except TurnsFailed as exc:
         return exc.code
+    if in_process and "/confirm " in str(result.get("reply", "")):
+        # The pending token lives in the process that issued it, and this one ends now.
+        sys.stderr.write(
+            "this fermix ask ran without a daemon, so that /confirm token ends with it: run "
+            "`fermix grant path PATH` to allow the folder, then ask again — or start the "
+            "daemon (`fermix start`) and /confirm there.\n"
+        )
     if as_json:
         from fermix_core.cli.output import print_json
 
