@@ -636,3 +636,17 @@ def test_the_cli_owner_sees_the_approval_prompt_in_ask_and_confirms_in_chat(
         assert chat.close() == 0, chat.stderr
     config = (Path(daemon_env["FERMIX_HOME"]) / "config.toml").read_text()
     assert str(wanted) in config
+
+
+def test_an_in_process_ask_finishes_its_post_reply_work_before_exiting(daemon_env, model):
+    """Without a daemon, the memory review the turn scheduled runs before the process ends."""
+    from fermix_core.memory.review import ReviewState
+
+    home = Path(daemon_env["FERMIX_HOME"])
+    config = home / "config.toml"
+    config.write_text(config.read_text().replace("review_enabled = false", "review_enabled = true"))
+    result = fermix(daemon_env, "ask", "remember that I like tea", "--session", "pr")
+    assert "echo: remember that I like tea" in result.stdout
+    assert len(model.requests) >= 2, "the review made no model call"
+    state = ReviewState.load(home / "memory" / "main" / ".review.json")
+    assert state.last_run is not None

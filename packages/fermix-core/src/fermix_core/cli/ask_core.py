@@ -14,6 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+#: A daemon-less ask waits this long for post-reply work silently, then says it waits …
+POST_REPLY_NOTICE_SECONDS = 2.0
+#: … up to this long in all, then stops it (the next turn's post-reply work retries it).
+POST_REPLY_LIMIT_SECONDS = 60.0
+
 
 class TurnsFailed(Exception):
     """The turn could not run; the message was printed, :attr:`code` is the exit code."""
@@ -54,8 +59,34 @@ class LocalSession:
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self.embedded is not None:
+            if exc_info[0] is None:
+                await self._finish_post_reply()
             self._warn_unfinished_background()
         await self._stack.aclose()
+
+    async def _finish_post_reply(self) -> None:
+        """Without a daemon, nothing runs after this process: finish the post-reply work
+        (memory review, compaction) the turns scheduled, bounded, saying so if it is slow."""
+        import anyio
+
+        runner = self.embedded.service.runner
+        if not runner.post_reply_pending:
+            return
+        with anyio.move_on_after(POST_REPLY_NOTICE_SECONDS):
+            await runner.post_reply_drained()
+            return
+        sys.stderr.write(
+            "finishing post-reply work (memory review, compaction) before exiting — at most "
+            f"{POST_REPLY_LIMIT_SECONDS:g} s; Ctrl-C skips it\n"
+        )
+        sys.stderr.flush()
+        with anyio.move_on_after(POST_REPLY_LIMIT_SECONDS - POST_REPLY_NOTICE_SECONDS):
+            await runner.post_reply_drained()
+            return
+        sys.stderr.write(
+            "post-reply work did not finish and was stopped; it is tried again after the "
+            "next turn (a running daemon does it in the background)\n"
+        )
 
     def _warn_unfinished_background(self) -> None:
         from fermix_core.channel import ConversationKey
