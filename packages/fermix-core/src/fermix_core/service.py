@@ -227,6 +227,7 @@ class FermixService:
                 tracer=tracer,
                 conversations=service.store,
                 ports=lambda name: channel_port(service, name),
+                skills=skills,
             )
             service._closers.append(service.jobs.aclose)
             runner.services["jobs"] = service.jobs.service

@@ -182,6 +182,9 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
     from fermix_core.jobs.control import control_handlers
 
     jobs = control_handlers(lambda: service.jobs.service if service.jobs else None, MethodError)
+    from fermix_core.skills.control import control_handlers as skill_handlers
+
+    jobs.update(skill_handlers(lambda: service.skills, MethodError))
     return {
         "status": status,
         "health": health,
