@@ -9,8 +9,21 @@ _VERSION_FLAGS = frozenset({"--version", "-V"})
 _HELP_FLAGS = frozenset({"--help", "-h"})
 
 
+def _skip_httpx_cli() -> None:
+    """Keep httpx from importing its own command-line client.
+
+    ``import httpx`` loads ``httpx._main`` (click, rich and pygments) whenever those happen
+    to be installed, which costs a cold ``fermix ask`` about 6 MiB and tens of
+    milliseconds; Fermix never runs that client. A ``None`` entry makes that one import
+    fail, and httpx then defines a stub ``httpx.main`` instead. An httpx already imported
+    (an embedding app) is left as it is.
+    """
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    _skip_httpx_cli()
     if len(args) == 1 and args[0] in _VERSION_FLAGS:
         from fermix_core import __version__
 
