@@ -123,3 +123,44 @@ def test_disable_turns_the_channel_off(fermix_home) -> None:
     setup(fermix_home, *WHATSAPP_FLAGS)
     setup(fermix_home, "--whatsapp-disable")
     assert section(fermix_home)["enabled"] is False
+
+
+TELEGRAM_TOKEN = "123456789:AAH-setup-test-token-value-000000000"
+
+
+def test_flags_configure_telegram_with_the_token_in_the_keyring(fermix_home) -> None:
+    result = setup(
+        fermix_home,
+        "--telegram-bot-token", TELEGRAM_TOKEN,
+        "--telegram-owner", "4242001",
+        only=("telegram",),
+    )  # fmt: skip
+    assert result.written
+    tg = section(fermix_home, "telegram")
+    assert tg["enabled"] is True
+    assert tg["bot_token"] == "@keyring"
+    assert tg["owner_user_id"] == "4242001"
+    assert TELEGRAM_TOKEN not in fermix_home.config_file.read_text()
+    stored = keyring.get_password(keyring_service("TELEGRAM_BOT_TOKEN"), KEYRING_ACCOUNT)
+    assert stored == TELEGRAM_TOKEN
+
+
+def test_telegram_adapter_reads_the_token_setup_stored(fermix_home, monkeypatch) -> None:
+    """The adapter resolves "@keyring" from the slot setup wrote, never from the env."""
+    import anyio
+    from fermix_channels.telegram.adapter import TelegramChannel
+    from fermix_channels.telegram.config import TelegramConfig
+
+    setup(fermix_home, "--telegram-bot-token", TELEGRAM_TOKEN, "--telegram-owner", "1",
+          only=("telegram",))  # fmt: skip
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "999:AAfrom-the-environment-must-not-win-000")
+    channel = TelegramChannel(TelegramConfig(bot_token="@keyring", owner_user_id="1"))
+    assert anyio.run(channel._token) == TELEGRAM_TOKEN
+
+
+def test_telegram_step_interactive_explains_botfather(fermix_home) -> None:
+    prompts, secrets, shown = Script("y", "4242001", ""), Script(TELEGRAM_TOKEN), []
+    setup(fermix_home, io=SetupIO(prompt=prompts, secret_prompt=secrets, echo=shown.append),
+          only=("telegram",))  # fmt: skip
+    assert any("@BotFather" in line for line in shown)
+    assert section(fermix_home, "telegram")["bot_token"] == "@keyring"

@@ -35,6 +35,7 @@ __all__ = [
     "ChannelField",
     "ChannelSetup",
     "run_channel_step",
+    "telegram_step",
     "whatsapp_step",
 ]
 
@@ -136,7 +137,27 @@ WHATSAPP_SETUP = ChannelSetup(
     order=310,
 )
 
-CHANNEL_SETUPS: dict[str, ChannelSetup] = {s.channel: s for s in (WHATSAPP_SETUP,)}
+TELEGRAM_SETUP = ChannelSetup(
+    channel="telegram",
+    label="Telegram",
+    explain=(
+        "Telegram needs a bot: message @BotFather, send /newbot, pick a name and a username\n"
+        "ending in 'bot', and paste the token it gives you (123456789:AA…). Fermix long-polls\n"
+        "the Bot API, so no public URL is needed. In groups the bot answers only mentions,\n"
+        "replies to it and /commands. The token is stored in the keyring and is never read\n"
+        "from TELEGRAM_BOT_TOKEN. See docs/channels/telegram.md."
+    ),
+    fields=(ChannelField("bot_token", "Bot token from @BotFather", secret=True),),
+    allowlist_key="allowed_user_ids",
+    owner_hint="your numeric Telegram user id; @userinfobot shows it",
+    order=300,
+)
+
+CHANNEL_SETUPS: dict[str, ChannelSetup] = {s.channel: s for s in (TELEGRAM_SETUP, WHATSAPP_SETUP)}
+
+
+def telegram_step(context: SetupContext) -> None:
+    run_channel_step(TELEGRAM_SETUP, context)
 
 
 def whatsapp_step(context: SetupContext) -> None:

@@ -14,11 +14,15 @@ from fermix_core.secrets import KEYRING_ACCOUNT, keyring_service
 from fermix_core.setup import SetupInputError, SetupIO, parse_step_args, run_setup
 
 
-def setup(home: FermixHome, *args: str, io: SetupIO | None = None) -> Any:
+def setup(
+    home: FermixHome, *args: str, io: SetupIO | None = None, reconfigure: bool = False
+) -> Any:
     env = {"FERMIX_HOME": str(home.path)}
     assembly = assemble(home, environ=env, plugins=[("channels.slack", plugin)], entry_points=False)
     assert assembly.registry.errors == []
     options = parse_step_args(assembly, list(args))
+    if reconfigure:  # `fermix setup --reconfigure` is a command option, not a step flag
+        options["--reconfigure"] = True
     return run_setup(
         assembly, interactive=io is not None, options=options, io=io, only=("home", "slack")
     )
@@ -107,11 +111,17 @@ def test_a_scripted_run_without_slack_flags_leaves_slack_alone(fermix_home) -> N
     assert "slack" not in text
 
 
-def test_missing_pieces_are_named_in_the_notes(fermix_home) -> None:
-    result = setup(fermix_home, "--slack-mode", "events")
+def test_missing_tokens_are_named_in_the_notes(fermix_home) -> None:
+    result = setup(fermix_home, "--slack-mode", "events", "--slack-owner-id", "U0OWNER1")
     notes = " ".join(result.notes)
     assert "--slack-bot-token" in notes and "--slack-signing-secret" in notes
-    assert "--slack-owner-id" in notes
+
+
+def test_a_channel_that_would_serve_nobody_is_refused(fermix_home) -> None:
+    with pytest.raises(SetupInputError, match="--slack-owner-id"):
+        setup(fermix_home, "--slack-bot-token", "xoxb-1")
+    text = fermix_home.config_file.read_text() if fermix_home.config_file.exists() else ""
+    assert "slack" not in text
 
 
 def test_disable_keeps_the_tokens(fermix_home) -> None:
@@ -131,11 +141,15 @@ def test_interactive_explains_the_app_and_keeps_what_is_set(fermix_home) -> None
     assert stored("SLACK_BOT_TOKEN") == "xoxb-typed"
     assert any("chat:write" in line and "im:history" in line for line in shown)
 
-    # Reconfigure: Enter keeps every token; only the owner changes.
-    prompts = Script("y", "", "U0OTHER1", "")
+    # Set up already: a plain interactive run leaves it alone (nothing is asked) ...
+    setup(fermix_home, io=SetupIO(prompt=Script(), secret_prompt=Script(), echo=shown.append))
+    assert any("--reconfigure --step slack" in line for line in shown)
+    # ... and --reconfigure asks again: Enter keeps every token, only the owner changes.
+    prompts = Script("", "U0OTHER1", "")
     secrets = Script("", "")
-    setup(fermix_home, io=SetupIO(prompt=prompts, secret_prompt=secrets, echo=shown.append))
-    assert prompts.prompts[0].startswith("Reconfigure")
+    io = SetupIO(prompt=prompts, secret_prompt=secrets, echo=shown.append)
+    setup(fermix_home, io=io, reconfigure=True)
+    assert prompts.prompts[0].startswith("Mode")
     assert section(fermix_home)["owner_user_id"] == "U0OTHER1"
     assert stored("SLACK_BOT_TOKEN") == "xoxb-typed"
 
@@ -144,3 +158,43 @@ def test_interactive_no_means_no(fermix_home) -> None:
     setup(fermix_home, io=SetupIO(prompt=Script("n"), secret_prompt=Script(), echo=lambda _: None))
     text = fermix_home.config_file.read_text() if fermix_home.config_file.exists() else ""
     assert "slack" not in text
+
+
+@pytest.fixture
+def no_keyring(fermix_home):
+    import keyring.backends.fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    try:
+        yield fermix_home
+    finally:
+        keyring.set_keyring(previous)
+
+
+def test_without_a_keyring_a_plain_token_needs_consent(no_keyring) -> None:
+    owner = ("--slack-owner-id", "U0OWNER1")
+    with pytest.raises(SetupInputError, match="--slack-bot-token-env"):
+        setup(no_keyring, "--slack-bot-token", "xoxb-1", *owner)
+    text = no_keyring.config_file.read_text() if no_keyring.config_file.exists() else ""
+    assert "xoxb-1" not in text
+    setup(no_keyring, "--slack-bot-token", "xoxb-1", "--secrets-in-config", *owner)
+    assert section(no_keyring)["bot_token"] == "xoxb-1"
+
+
+def test_tokens_can_be_env_or_command_references(no_keyring) -> None:
+    setup(
+        no_keyring,
+        "--slack-bot-token-env",
+        "WORK_SLACK_BOT",
+        "--slack-signing-secret-command",
+        "pass show fermix/slack-signing",
+        "--slack-owner-id",
+        "U0OWNER1",
+    )
+    slack = section(no_keyring)
+    assert slack["bot_token"] == {"source": "env", "env": "WORK_SLACK_BOT"}
+    assert slack["signing_secret"] == {
+        "source": "command",
+        "command": ["pass", "show", "fermix/slack-signing"],
+    }

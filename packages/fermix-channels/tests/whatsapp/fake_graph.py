@@ -56,6 +56,9 @@ class FakeGraph:
         self.failures: dict[str, deque[Reply]] = defaultdict(deque)
         self._ids = itertools.count(1)
         self.changed = anyio.Event()
+        #: Text messages received per recipient, and in all (cheap to poll).
+        self.text_counts: dict[str, int] = defaultdict(int)
+        self.text_total = 0
 
     async def __aenter__(self) -> FakeGraph:
         await self.server.__aenter__()
@@ -136,6 +139,9 @@ class FakeGraph:
             if queued:
                 return queued.popleft()
             self.messages.append(body)
+            if body.get("type") == "text":
+                self.text_counts[to] += 1
+                self.text_total += 1
             self._notify()
             return Reply(
                 body={

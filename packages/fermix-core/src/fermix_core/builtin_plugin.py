@@ -57,6 +57,9 @@ def fermix_doctor_checks():
         check="fermix_core.channels.doctor:check_channels",
         order=80,
     )
+    yield DoctorCheckSpec(
+        name="skills", label="skills", check="fermix_core.skills.doctor:check_skills", order=85
+    )
 
 
 @hookimpl

@@ -356,7 +356,7 @@ async def test_a_failing_store_does_not_stop_the_scheduler(store, clock) -> None
     await store.create_job(make_job("j", next_run_at=T0 + 60))
     harness = Harness(store, clock)
     harness.runner.auto = True
-    real = store.due_jobs
+    real = store.scan
     failures = [JobStoreError("disk I/O error")]
 
     async def flaky(now: float, limit: int) -> Any:
@@ -364,7 +364,7 @@ async def test_a_failing_store_does_not_stop_the_scheduler(store, clock) -> None
             raise failures.pop()
         return await real(now, limit)
 
-    store.due_jobs = flaky  # type: ignore[method-assign]
+    store.scan = flaky  # type: ignore[method-assign]
     async with anyio.create_task_group() as tg:
         await _serve(harness, tg)
         assert clock.deadlines == [T0 + 30]  # the failed pass: look again in 30 s

@@ -1,14 +1,17 @@
 """The ``slack`` step of ``fermix setup``: turn the Slack channel on and give it its tokens.
 
-Interactive runs ask whether to set Slack up (default no; "reconfigure" when it is already
-on), explain what the Slack app needs, then ask the mode, the tokens that mode needs and who
-the owner is. Scripted runs act only when a ``--slack-*`` flag is given. Every answer is
+Interactive runs offer Slack when it is off (default no) and leave it alone when it is set
+up unless ``--reconfigure`` is given, as every channel step does; they explain what the
+Slack app needs, then ask the mode, the tokens that mode needs and who the owner is.
+Scripted runs act only when a ``--slack-*`` flag is given. Every answer is
 checked here — a ``xoxb-`` bot token, a ``xapp-`` app token, a ``U…``/``W…`` member id — so a
 mistake is reported against its own flag instead of surfacing later as a Slack refusal.
 
 Tokens are written into the document as plaintext and ``run_setup`` moves them to the OS
-keyring before anything reaches disk, so ``config.toml`` holds ``"@keyring"``. An empty
-answer keeps what is configured.
+keyring before anything reaches disk, so ``config.toml`` holds ``"@keyring"``. Without a
+keyring the shared rules of :mod:`fermix_core.setup_secrets` apply: plaintext in config.toml
+only with consent (``--secrets-in-config``), else ``--slack-<token>-env NAME`` or
+``--slack-<token>-command CMD`` references. An empty answer keeps what is configured.
 """
 
 from __future__ import annotations
@@ -41,6 +44,18 @@ SLACK_STEP = SetupStepSpec(
             flag="--slack-app-token",
             help="App-level token (xapp-…, connections:write) for socket mode.",
             secret=True,
+        ),
+        *(
+            SetupOption(flag=f"--slack-{name}-{kind}", help=help_text.format(what=what))
+            for name, what in (
+                ("bot-token", "the bot token"),
+                ("signing-secret", "the signing secret"),
+                ("app-token", "the app-level token"),
+            )
+            for kind, help_text in (
+                ("env", "Read {what} from this environment variable at run time."),
+                ("command", "Run this helper (no shell) and use what it prints as {what}."),
+            )
         ),
         SetupOption(flag="--slack-owner-id", help="Your Slack member id (U…)."),
         SetupOption(
@@ -116,6 +131,11 @@ _TOKEN_ASKS = {
         _prefixed("xapp-", "an app-level token"),
     ),
 }
+_ENV = {
+    "bot_token": "SLACK_BOT_TOKEN",
+    "signing_secret": "SLACK_SIGNING_SECRET",
+    "app_token": "SLACK_APP_TOKEN",
+}
 _OWNER_PROMPT = "Your Slack member id (U…)"
 _ALLOWED_PROMPT = "Other member ids allowed to chat, comma-separated"
 
@@ -147,17 +167,47 @@ def _answer(
     raise SetupError(f"no usable answer for {prompt!r}; run `fermix setup` again")
 
 
+def _token(context: SetupContext, key: str, *, present: bool) -> Any:
+    """A token's new value: plaintext (moved to the keyring on save, or kept in config.toml
+    with consent where there is no keyring), an ``env``/``command`` reference, or ``None``
+    to leave it as it is."""
+    from fermix_core.setup_secrets import (
+        choose_storage,
+        reference_from_flags,
+        require_plaintext_storage,
+    )
+
+    flag, prompt, check = _TOKEN_ASKS[key]
+    label = f"Slack {key.replace('_', ' ')}"
+    reference = reference_from_flags(context, flag, label=label)
+    if reference is not None:
+        return reference
+    if flag in context.options:
+        value = _answer(context, flag, prompt, check, secret=True, present=present)
+        require_plaintext_storage(context, flag, label=label)
+        return value
+    if not context.interactive:
+        return None
+    choice = choose_storage(context, flag, label=label, env_var=_ENV[key], can_keep=present)
+    if choice.kind == "keep":
+        return None
+    if choice.kind == "reference":
+        return choice.value
+    return _answer(context, flag, prompt, check, secret=True, present=present)
+
+
 def _wants_slack(context: SetupContext, table: Any) -> bool:
     if any(flag in context.options for flag in SLACK_FLAGS):
         return True
     if not context.interactive:
         return False
-    question = (
-        "Reconfigure the Slack channel? [y/N]: "
-        if table.get("enabled") is True
-        else "Set up the Slack channel? [y/N]: "
-    )
-    return context.io.prompt(question).strip().lower() in ("y", "yes")
+    if table.get("enabled") is True:
+        # Set up already: asked again only with --reconfigure, like every channel step.
+        if context.option("--reconfigure"):
+            return True
+        context.io.echo("Slack is set up; `fermix setup --reconfigure --step slack` changes it.")
+        return False
+    return context.io.prompt("Set up the Slack channel? [y/N]: ").strip().lower() in ("y", "yes")
 
 
 def slack_step(context: SetupContext) -> None:
@@ -178,13 +228,12 @@ def slack_step(context: SetupContext) -> None:
     table["mode"] = mode
     missing = []
     for key in _TOKENS[mode]:
-        flag, prompt, check = _TOKEN_ASKS[key]
         present = table.get(key) not in (None, "")
-        value = _answer(context, flag, prompt, check, secret=True, present=present)
+        value = _token(context, key, present=present)
         if value is not None:
             table[key] = value
         elif not present:
-            missing.append(flag)
+            missing.append(_TOKEN_ASKS[key][0])
     owner_present = table.get("owner_user_id") not in (None, "")
     owner = _answer(
         context, "--slack-owner-id", _OWNER_PROMPT, _member, secret=False, present=owner_present
@@ -209,9 +258,11 @@ def slack_step(context: SetupContext) -> None:
             "SLACK_* environment variables) before it can start"
         )
     if table.get("owner_user_id") in (None, "") and not table.get("allowed_user_ids"):
-        context.notes.append(
-            "Slack has no owner_user_id or allowlist yet, so it will refuse every sender; "
-            "pass --slack-owner-id (send /whoami to the bot to read your id)"
+        from fermix_core.setup import SetupInputError
+
+        raise SetupInputError(
+            "the Slack channel would serve nobody: pass --slack-owner-id U… (your member id: "
+            "profile → ⋮ → Copy member ID) or --slack-allowed-user-ids; nothing was written"
         )
     if mode == "events":
         context.notes.append(

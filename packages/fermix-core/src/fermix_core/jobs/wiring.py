@@ -1,9 +1,9 @@
 """Assembling jobs inside the running service: store, routes, runner, scheduler, service.
 
-:class:`FermixService` opens one :class:`JobsRuntime` next to the conversation store. The
-daemon also starts its scheduler (``await tg.start(jobs.scheduler.serve)``); an in-process
-``fermix ask`` or an embedding app gets the job service (so ``schedule_job`` works there
-too) without a scheduler of its own — the daemon picks new jobs up from ``memory.db``.
+:class:`FermixService` opens one :class:`JobsRuntime` next to the conversation store when
+it runs as the daemon (``running(runtime, scheduler=True)``) and starts its scheduler. A
+one-shot caller (an in-process ``fermix ask``, an embedding app by default) opens no jobs at
+all — it costs that path nothing — and the job tools answer that jobs live in the daemon.
 
 Routes: a job without a pin resolves the chain **at every run** (``purpose="cron"``, so
 ``[fermix_core.routing] cron_*`` applies), a pinned job lays its provider/model on top. The
