@@ -23,7 +23,6 @@ def _skip_httpx_cli() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    _skip_httpx_cli()
     if len(args) == 1 and args[0] in _VERSION_FLAGS:
         from fermix_core import __version__
 
@@ -34,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(render_help() + "\n")
         return 0
+    _skip_httpx_cli()  # after the help/version paths, which import no httpx at all
     if args[0] == "ask":
         from fermix_core.cli.ask_core import ask_command, parse_ask_args
 
