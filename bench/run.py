@@ -33,6 +33,8 @@ BENCHMARKS = [
     "traces",
     "presentation",
     "jobs",
+    "channels",
+    "telegram",
     "subagents",
 ]
 

@@ -192,3 +192,27 @@ def test_a_model_both_openai_families_list_pairs_with_either(load, registry, log
         pin = RouteOverride(provider=provider, model="gpt-5.4-mini", origin="job")
         plan = resolve_routes(load(text), registry, {}, override=pin, auth_store=store)
         assert (plan.primary_provider, plan.primary.model) == (provider, "gpt-5.4-mini")
+
+
+def test_an_effort_beyond_the_range_clamps_at_route_resolution_and_logs_once(
+    load, registry, caplog
+) -> None:
+    text = """
+[fermix_core.providers.xai]
+primary = true
+api_key = "xai-key"
+reasoning_effort = "xhigh"
+
+[fermix_core.providers.anthropic]
+api_key = "sk-ant"
+reasoning_effort = "none"
+"""
+    config = load(text)
+    with caplog.at_level("INFO", logger="fermix.routing"):
+        for _ in range(3):
+            plan = resolve_routes(config, registry, {})
+    assert plan.primary.effort == "high"
+    assert plan.get("anthropic").effort == "low"
+    clamps = [r.getMessage() for r in caplog.records if "reasoning_effort" in r.getMessage()]
+    assert len(clamps) == 2, clamps  # one line per route, not one per resolution
+    assert any("xai" in line and "'high'" in line for line in clamps)

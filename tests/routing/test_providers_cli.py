@@ -97,3 +97,49 @@ def test_an_invalid_config_exits_nonzero_with_the_problem(home) -> None:
     assert result.exit_code == 1
     assert "fermix_core.providers.openrouter.reasoning_effort" in result.stderr
     assert result.stdout == ""
+
+
+CLAMPED = """
+[fermix_core.providers.xai]
+primary = true
+api_key = "xai-key"
+reasoning_effort = "xhigh"
+
+[fermix_core.providers.anthropic]
+api_key = "sk-ant"
+reasoning_effort = "none"
+"""
+
+
+def test_an_effort_beyond_a_providers_range_clamps_and_says_so(home) -> None:
+    """xai tops out at high; Anthropic has no none (floor low): both load and clamp."""
+    home.config_file.write_text(CLAMPED)
+    result = invoke("--json")
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout)["providers"]}
+    assert rows["xai"]["reasoning_effort"] == "high"
+    assert rows["anthropic"]["reasoning_effort"] == "low"
+    assert any("'xhigh'" in note and "'high'" in note for note in rows["xai"]["notes"])
+    assert any("'none'" in note and "'low'" in note for note in rows["anthropic"]["notes"])
+    table = invoke()
+    assert table.exit_code == 0, table.output
+    xai = next(line for line in table.stdout.splitlines() if line.startswith("xai"))
+    assert "high" in xai and "xhigh" in xai
+
+
+def test_doctor_shows_the_clamp_and_a_word_outside_the_vocabulary_still_fails(home) -> None:
+    from fermix_core.cli.doctor_cmd import app as doctor_app
+
+    home.config_file.write_text(CLAMPED)
+    result = CliRunner().invoke(doctor_app, ["--json"])
+    report = json.loads(result.stdout)
+    by_name = {check["label"]: check for check in report["checks"]}
+    assert by_name["config.toml"]["status"] == "ok", by_name["config.toml"]
+    assert by_name["provider xai"]["status"] == "warn"
+    assert "'high'" in by_name["provider xai"]["detail"]
+    assert "'low'" in by_name["provider anthropic"]["detail"]
+
+    home.config_file.write_text(CLAMPED.replace('"xhigh"', '"turbo"'))
+    result = invoke("--json")
+    assert result.exit_code == 1
+    assert "fermix_core.providers.xai.reasoning_effort" in result.stderr

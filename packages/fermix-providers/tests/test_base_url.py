@@ -15,7 +15,7 @@ from fermix_core.routing.messages import user_message
 from fermix_core.testing.loopback import LoopbackServer, RecordedRequest, Reply
 from fermix_providers.anthropic.adapter import AnthropicProvider
 from fermix_providers.anthropic.plugin import SPEC
-from fermix_providers.http.base import normalize_base_url
+from fermix_providers.http.base import normalize_base_url, versioned_fallback
 from fermix_providers.openrouter.plugin import SPEC as OPENROUTER
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +44,8 @@ def messages_reply(request: RecordedRequest) -> Reply:
     [
         ("https://api.anthropic.com", SPEC.default_base_url, "https://api.anthropic.com/v1"),
         ("https://api.anthropic.com/v1/", SPEC.default_base_url, "https://api.anthropic.com/v1"),
-        ("http://gpu-box:11434", "http://localhost:11434/v1", "http://gpu-box:11434/v1"),
+        # A bare host elsewhere is kept (it may serve the API at its root); see below.
+        ("http://gpu-box:11434", "http://localhost:11434/v1", None),
         ("https://openrouter.ai", OPENROUTER.default_base_url, "https://openrouter.ai/api/v1"),
         ("https://gw.example/v1/v1", "https://api.openai.com/v1", "https://gw.example/v1"),
         # A gateway's own path layout is never second-guessed.
@@ -56,6 +57,14 @@ def test_both_forms_of_a_base_url_are_accepted(given, default, expected) -> None
     assert normalize_base_url(given, default) == (expected or given)
 
 
+def test_a_bare_host_falls_back_to_the_version_segment() -> None:
+    assert versioned_fallback("http://gpu-box:11434", "http://localhost:11434/v1") == (
+        "http://gpu-box:11434/v1"
+    )
+    assert versioned_fallback("https://gw.example/openai", "https://api.openai.com/v1") is None
+    assert versioned_fallback("https://x.example", "https://chatgpt.com/backend-api/codex") is None
+
+
 async def test_anthropic_without_v1_reaches_the_messages_endpoint() -> None:
     async with (
         LoopbackServer(messages_reply) as server,
@@ -63,8 +72,27 @@ async def test_anthropic_without_v1_reaches_the_messages_endpoint() -> None:
             SPEC, ProviderSettings(name="anthropic", base_url=server.url, api_key=KEY)
         ) as provider,
     ):
+        first = await provider.chat(ASK)
+        second = await provider.chat(ASK)
+    # The bare host answered 404 once; /v1 answered, and is used from then on.
+    assert [r.path for r in server.requests] == ["/messages", "/v1/messages", "/v1/messages"]
+    assert first.content == second.content == "hello"
+
+
+async def test_a_server_with_the_api_at_its_root_is_used_as_written() -> None:
+    def root_api(request: RecordedRequest) -> Reply:
+        if request.path != "/messages":
+            return Reply(status=404, body="not here")
+        return messages_reply(RecordedRequest("POST", "/v1/messages", {}, b""))
+
+    async with (
+        LoopbackServer(root_api) as server,
+        AnthropicProvider(
+            SPEC, ProviderSettings(name="anthropic", base_url=server.url, api_key=KEY)
+        ) as provider,
+    ):
         turn = await provider.chat(ASK)
-    assert server.requests[0].path == "/v1/messages"
+    assert [r.path for r in server.requests] == ["/messages"]
     assert turn.content == "hello"
 
 
@@ -98,7 +126,8 @@ async def test_an_unreachable_provider_names_the_url_it_tried() -> None:
     ) as provider:
         with pytest.raises(ProviderError) as info:
             await provider.chat(ASK)
-    assert info.value.kind is ErrorKind.CONNECTION_UNAVAILABLE
+    # Refused by one host: a transport error (retried, then failed over), not the network race.
+    assert info.value.kind is ErrorKind.TRANSPORT
     assert f"at {url}/messages" in info.value.message
     text = user_message(info.value, label="Anthropic")
     assert text.startswith(f"Could not reach Anthropic at {url}/messages (network problem)")

@@ -100,13 +100,14 @@ async def test_cut_stream_is_a_transport_error() -> None:
         await provider.aclose()
 
 
-async def test_connection_refused_is_connection_unavailable() -> None:
+async def test_connection_refused_is_a_transport_error_of_that_host() -> None:
+    """A refused connection is one host's failure (fails over), not the network race."""
     async with LoopbackServer() as server:
         url = server.url
     provider = Probe(SPEC, ProviderSettings(name="acme", base_url=url))
     with pytest.raises(ProviderError) as info:
         await provider.post_json("/v1/x", {})
-    assert info.value.kind is ErrorKind.CONNECTION_UNAVAILABLE
+    assert info.value.kind is ErrorKind.TRANSPORT
     await provider.aclose()
 
 

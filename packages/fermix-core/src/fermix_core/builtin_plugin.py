@@ -46,12 +46,6 @@ def fermix_doctor_checks():
         order=60,
     )
     yield DoctorCheckSpec(
-        name="channel_streaming",
-        label="channel streaming",
-        check="fermix_core.channels.streaming_doctor:check_channel_streaming",
-        order=65,
-    )
-    yield DoctorCheckSpec(
         name="bootstrap",
         label="bootstrap templates",
         check="fermix_core.doctor_checks:check_bootstrap",

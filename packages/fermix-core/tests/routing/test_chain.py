@@ -235,7 +235,7 @@ async def test_a_job_surfaces_connection_unavailable_at_once(rec: Recorder) -> N
 
 
 async def test_the_last_routes_error_surfaces_chained_to_the_previous_hop(rec: Recorder) -> None:
-    first_error = fail(ErrorKind.OVERLOADED, status=529)
+    first_error = fail(ErrorKind.RATE_LIMIT, status=429)
     primary = ScriptedProvider([first_error], name="openai")
     fallback = ScriptedProvider([fail(ErrorKind.QUOTA)], name="anthropic")
     chain = chain_for(
@@ -361,7 +361,7 @@ async def test_continuation_sends_the_pinned_routes_model(rec: Recorder) -> None
 
 
 async def test_the_whole_failover_trail_is_kept_in_the_causes(rec: Recorder) -> None:
-    a, b, c = fail(ErrorKind.OVERLOADED), fail(ErrorKind.RATE_LIMIT), fail(ErrorKind.AUTH)
+    a, b, c = fail(ErrorKind.QUOTA), fail(ErrorKind.RATE_LIMIT), fail(ErrorKind.AUTH)
     providers = {
         "openai": ScriptedProvider([a], name="openai"),
         "anthropic": ScriptedProvider([b], name="anthropic"),

@@ -26,7 +26,7 @@ MATRIX: dict[ErrorKind, tuple[Action, Action, Action, Action, Action]] = {
     ErrorKind.TRANSPORT: (R, F, F, R, R),
     ErrorKind.CONNECTION_UNAVAILABLE: (R, S, S, S, S),
     ErrorKind.SERVER_ERROR: (R, F, F, S, S),
-    ErrorKind.OVERLOADED: (F, F, F, R, R),
+    ErrorKind.OVERLOADED: (R, F, F, R, R),
     ErrorKind.RATE_LIMIT: (F, F, F, S, S),
     ErrorKind.QUOTA: (F, F, F, S, S),
     ErrorKind.AUTH: (S, S, S, S, S),
@@ -99,6 +99,24 @@ def test_budget_is_a_parameter_and_zero_disables_same_route_retry() -> None:
     assert continuation_action(cut, attempt=1, budget=2) is R
     assert continuation_action(cut, attempt=2, budget=2) is S
     assert continuation_action(cut, budget=0) is S
+
+
+def test_a_refused_host_and_the_network_race_are_different_rows() -> None:
+    """The split the classifier makes: a refused or reset connection to one provider's
+    host is ``transport`` (retry in place, then fail over); only the pool-checkout /
+    wake-from-sleep race is ``connection_unavailable`` (retry in place, never fail over)."""
+    refused, race = err(ErrorKind.TRANSPORT), err(ErrorKind.CONNECTION_UNAVAILABLE)
+    for attempt in range(DEFAULT_RETRY_BUDGET):
+        assert initial_action(refused, attempt=attempt, job=False) is R
+        assert initial_action(race, attempt=attempt, job=False) is R
+    assert initial_action(refused, attempt=DEFAULT_RETRY_BUDGET, job=False) is F
+    assert initial_action(race, attempt=DEFAULT_RETRY_BUDGET, job=False) is S
+    # A scheduled run fails over on a refused host at once; the runner owns the race.
+    assert initial_action(refused, attempt=0, job=True) is F
+    assert initial_action(race, attempt=0, job=True) is S
+    # Mid tool loop a refused host is a cut (re-issued in place); the race surfaces.
+    assert continuation_action(refused) is R
+    assert continuation_action(race) is S
 
 
 def test_connection_unavailable_never_fails_over_whatever_the_attempt() -> None:

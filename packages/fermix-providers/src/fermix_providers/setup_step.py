@@ -334,14 +334,8 @@ def _configure_base_url(context: SetupContext, spec: ProviderSpec, block: Any) -
     env_url = context.assembly.environ.get(spec.base_url_env or "", "").strip()
     current = block.get("base_url") or env_url or spec.default_base_url
     if context.interactive:
-        for _ in range(_ATTEMPTS):
-            answer = context.ask("--base-url", "Server URL", default=str(current))
-            try:
-                block["base_url"] = _checked_url(answer)
-                return
-            except SetupError as exc:
-                context.io.echo(f"  {exc}")
-        raise SetupError(f"no usable server URL was given for {spec.name}")
+        _ask_url(context, spec, block, "Server URL", default=str(current))
+        return
     if not block.get("base_url") and not env_url and spec.default_base_url:
         # Presence of base_url is what marks a keyless provider configured.
         block["base_url"] = spec.default_base_url
@@ -366,8 +360,15 @@ def _offer_base_url(context: SetupContext, spec: ProviderSpec, block: Any) -> No
         if current
         else f"blank uses {spec.default_base_url or 'the provider default'}"
     )
+    _ask_url(context, spec, block, f"Base URL of a compatible gateway ({keep})", default="")
+
+
+def _ask_url(
+    context: SetupContext, spec: ProviderSpec, block: Any, prompt: str, default: str
+) -> None:
+    """Ask until a usable http(s) URL is given; a blank answer (no default) changes nothing."""
     for _ in range(_ATTEMPTS):
-        answer = context.ask("--base-url", f"Base URL of a compatible gateway ({keep})", default="")
+        answer = context.ask("--base-url", prompt, default=default)
         if not answer.strip():
             return
         try:
@@ -375,7 +376,7 @@ def _offer_base_url(context: SetupContext, spec: ProviderSpec, block: Any) -> No
             return
         except SetupError as exc:
             context.io.echo(f"  {exc}")
-    raise SetupError(f"no usable base URL was given for {spec.name}; run `fermix setup` again")
+    raise SetupError(f"no usable server URL was given for {spec.name}; run `fermix setup` again")
 
 
 def _checked_url(value: str) -> str:

@@ -342,7 +342,7 @@ async def test_an_unreachable_issuer_is_a_transport_error_not_a_login_error() ->
     issuer = issuer_for("xai", {"FERMIX_OAUTH_ISSUER_XAI": f"http://127.0.0.1:{port}"})
     with pytest.raises(ProviderError) as info:
         await refresh_grant(issuer, "rt-secret-value")
-    assert info.value.kind is ErrorKind.CONNECTION_UNAVAILABLE
+    assert info.value.kind is ErrorKind.TRANSPORT
     assert "rt-secret-value" not in str(info.value)
 
 

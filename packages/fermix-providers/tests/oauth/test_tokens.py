@@ -244,7 +244,7 @@ async def test_an_unreachable_issuer_stays_a_transport_error(store: AuthStore, f
     await tokens.access_token()
     with pytest.raises(ProviderError) as info:
         await tokens.refresh()
-    assert info.value.kind is ErrorKind.CONNECTION_UNAVAILABLE
+    assert info.value.kind is ErrorKind.TRANSPORT
 
 
 async def test_a_token_refreshed_by_another_process_is_adopted(

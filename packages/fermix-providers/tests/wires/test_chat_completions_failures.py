@@ -251,11 +251,11 @@ async def test_buffered_stall_never_claims_pre_response() -> None:
     assert error.pre_response is False
 
 
-async def test_unreachable_server_is_connection_unavailable() -> None:
+async def test_refused_connection_is_a_pre_response_transport_error() -> None:
     async with LoopbackServer() as server:
         pass
     error = await fail(server, stream=True)
-    assert error.kind is ErrorKind.CONNECTION_UNAVAILABLE
+    assert error.kind is ErrorKind.TRANSPORT
     assert error.pre_response is True
 
 

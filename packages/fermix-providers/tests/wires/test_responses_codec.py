@@ -305,7 +305,7 @@ def test_buffered_refusal_is_the_answer() -> None:
     )
 
 
-def test_buffered_failure_and_empty_answers_are_errors() -> None:
+def test_buffered_failures_are_errors_and_a_completed_empty_answer_is_empty() -> None:
     failed = _response(
         status="failed", error={"code": "server_error", "message": "The server had an error."}
     )
@@ -314,9 +314,14 @@ def test_buffered_failure_and_empty_answers_are_errors() -> None:
     assert info.value.kind is ErrorKind.OVERLOADED
     assert info.value.message == "The server had an error."
 
+    # The model finished normally and said nothing: its (empty) answer, for the loop to
+    # judge — the honest "try again", like the other wires — not a server error to retry.
+    empty = parse_response(_response(REASONING), provider="p", model="m")
+    assert empty.is_empty and empty.model == "gpt-5.6-2026"
+    # A body that never says it completed, with nothing in it, is still not an answer.
     with pytest.raises(ProviderError) as info:
-        parse_response(_response(REASONING), provider="p", model="m")
-    assert info.value.kind is ErrorKind.SERVER_ERROR, "a 200 with no output is not an answer"
+        parse_response(_response(REASONING, status="in_progress"), provider="p", model="m")
+    assert info.value.kind is ErrorKind.SERVER_ERROR
 
     truncated = _response(status="incomplete", incomplete_details={"reason": "max_output_tokens"})
     with pytest.raises(ProviderError) as info:

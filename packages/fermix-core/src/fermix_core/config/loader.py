@@ -50,6 +50,9 @@ class LoadedConfig:
     registry: SpecRegistry | None = field(default=None, repr=False)
     #: Key path -> the environment variable that supplied it.
     env_origins: dict[tuple[str | int, ...], str] = field(default_factory=dict)
+    #: Routing notes (effort clamps …) already logged for this config: each is said once,
+    #: though scheduled jobs resolve their routes on every run.
+    logged_notes: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def provider_config(self, name: str) -> ProviderConfig | None:
         return self.core.fermix_core.providers.get(name)

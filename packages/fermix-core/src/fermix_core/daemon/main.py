@@ -102,15 +102,21 @@ def ready_line(runtime: Any, service: Any) -> str:
     """One line for the terminal: where the daemon listens and how to reach it."""
     from fermix_core.specs import ChannelSpec
 
+    configured = {
+        name
+        for name in runtime.registry.typed(ChannelSpec)
+        if runtime.config.section(f"fermix_channels.{name}") is not None
+    }
     running = getattr(service, "channels", None)
     if running is not None:
-        channels = [f"{h['name']} {h['state']}" for h in running.health() if h["enabled"]]
-    else:
+        # Configured channels with their state, and any default-on one that actually runs.
         channels = [
-            name
-            for name in sorted(runtime.registry.typed(ChannelSpec))
-            if runtime.config.section(f"fermix_channels.{name}") is not None
+            f"{h['name']} {h['state']}"
+            for h in running.health()
+            if h["enabled"] and (h["name"] in configured or h["state"] in ("ready", "starting"))
         ]
+    else:
+        channels = sorted(configured)
     ingress = getattr(service, "ingress", None)
     http = f"; http: {ingress.url}" if ingress is not None and ingress.url else ""
     plan = getattr(service, "routes", None)
@@ -153,6 +159,17 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
         )
         return outcome.as_dict()
 
+    async def inbox(params: dict[str, Any]) -> dict[str, Any]:
+        """Late results for a CLI session (``/background``); a bounded long poll."""
+        from fermix_core.inbox import MAX_WAIT_SECONDS
+
+        session = str(params.get("session") or "default")
+        wait = params.get("wait", 0)
+        if not isinstance(wait, int | float) or isinstance(wait, bool) or wait < 0:
+            raise MethodError("bad_params", "inbox 'wait' must be a number of seconds")
+        messages = await service.inbox.take(session, wait=min(float(wait), MAX_WAIT_SECONDS))
+        return {"session": session, "messages": messages}
+
     async def capabilities(params: dict[str, Any]) -> dict[str, Any]:
         from fermix_core.cli.capabilities import describe_capabilities
 
@@ -172,6 +189,7 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
         "status": status,
         "health": health,
         "ask": ask,
+        "inbox": inbox,
         "capabilities": capabilities,
         "shutdown": shutdown,
         **jobs,

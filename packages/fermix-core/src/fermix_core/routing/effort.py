@@ -108,7 +108,9 @@ def resolve_effort(
     sent = clamp_effort(spec, model_id, effort)
     if sent == effort:
         return EffortResolution(sent, effort)
-    where = f"model {model_id}" if model_id else f"provider {spec.name}"
+    # Name what set the limit: the provider's own range, or the model's catalog ceiling.
+    by_model = model_id and effort in spec.reasoning_efforts
+    where = f"model {model_id}" if by_model else f"provider {spec.name}"
     if sent is None:
         note = f"{spec.name} takes no reasoning effort; {effort!r} is not sent"
     elif _rank(sent) < _rank(effort):

@@ -54,6 +54,8 @@ INITIAL_RETRY_KINDS: frozenset[ErrorKind] = frozenset(
         ErrorKind.TIMEOUT,
         ErrorKind.TRANSPORT,
         ErrorKind.SERVER_ERROR,
+        # A 503/529 "overloaded" is provider 5xx too: a brief overload self-heals in place.
+        ErrorKind.OVERLOADED,
     }
 )
 

@@ -151,7 +151,10 @@ def resolve_routes(
     plan = apply_override(plan, merged, states, auth_store=auth_store)
     for route in plan.routes:
         for note in route.notes:
-            log.info("route %s (%s): %s", route.name, purpose, note)
+            line = f"route {route.name}: {note}"
+            if line not in config.logged_notes:
+                config.logged_notes.add(line)
+                log.warning("%s", line)
     if not plan.primary.configured:  # type: ignore[union-attr]
         log.warning(
             "primary provider %s has no usable credential; its calls will fail until it is "

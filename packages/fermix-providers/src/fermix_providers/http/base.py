@@ -43,29 +43,36 @@ _VERSION = re.compile(r"/v\d+$")
 
 
 def normalize_base_url(url: str, default: str | None) -> str:
-    """Accept a base URL with or without its API version segment.
+    """Accept a base URL with or without its API version segment (what can be decided
+    without asking the server).
 
-    Vendors document both forms (``ANTHROPIC_BASE_URL=https://api.anthropic.com``, an
-    Ollama host as ``http://localhost:11434``) while the wires append paths after the
-    version (``/messages``, ``/chat/completions``). A URL that is only a host gets the
-    default URL's path when it is the default's own host (``https://openrouter.ai`` →
-    ``…/api/v1``), else the default's version segment (``/v1``); a doubled segment
-    (``…/v1/v1``) is collapsed. Any other path is a gateway's own layout and is kept.
+    Vendors document both forms (``ANTHROPIC_BASE_URL=https://api.anthropic.com``) while
+    the wires append paths after the version (``/messages``, ``/chat/completions``). The
+    default's own host given bare gets the default's path (``https://openrouter.ai`` →
+    ``…/api/v1``); a doubled version segment (``…/v1/v1``) is collapsed. Any other URL is
+    kept as written: see :func:`versioned_fallback` for a bare host elsewhere.
     """
     base = url.strip().rstrip("/")
     version = _VERSION.search(urlsplit(default).path) if default else None
-    parts = urlsplit(base)
     if version is None or default is None:
         return base
+    parts, own = urlsplit(base), urlsplit(default)
+    if parts.path in ("", "/") and (parts.hostname, parts.port) == (own.hostname, own.port):
+        return base + own.path.rstrip("/")
     segment = version.group(0)
-    if parts.path in ("", "/"):
-        own = urlsplit(default)
-        if (parts.hostname, parts.port) == (own.hostname, own.port):
-            return base + own.path.rstrip("/")
-        return base + segment
     while base.endswith(segment + segment):
         base = base[: -len(segment)]
     return base
+
+
+def versioned_fallback(base: str, default: str | None) -> str | None:
+    """For a base URL that is only a host (``http://gpu-box:11434``): the same host with the
+    default's version segment, tried once if the bare form answers 404. Servers that serve
+    the API at the root keep working; ones that serve it under ``/v1`` work too."""
+    version = _VERSION.search(urlsplit(default).path) if default else None
+    if version is None or urlsplit(base).path not in ("", "/"):
+        return None
+    return base.rstrip("/") + version.group(0)
 
 
 def new_client() -> httpx.AsyncClient:
@@ -95,6 +102,8 @@ class HttpProvider(Provider):
                 provider=spec.name,
             )
         self.base_url = normalize_base_url(base, spec.default_base_url)
+        #: Tried once when the bare host answers 404 (then kept when it works).
+        self._fallback_base = versioned_fallback(self.base_url, spec.default_base_url)
         self._owns_client = settings.http is None
         self.client: httpx.AsyncClient = settings.http or new_client()
 
@@ -186,6 +195,25 @@ class HttpProvider(Provider):
             ) from exc
 
     async def _send(
+        self, method: str, path: str, body: Mapping[str, Any], *, stream: bool, stats: StreamStats
+    ) -> httpx.Response:
+        response = await self._send_once(method, path, body, stream=stream, stats=stats)
+        fallback = self._fallback_base
+        if response.status_code != 404 or fallback is None or path.startswith("http"):
+            return response
+        # A bare host that is not the API root: try the version segment once, and keep
+        # whichever form the server answered (the error then names the URL as written).
+        self._fallback_base = None
+        configured, self.base_url = self.base_url, fallback
+        retried = await self._send_once(method, path, body, stream=stream, stats=stats)
+        if retried.status_code == 404:
+            await retried.aclose()
+            self.base_url = configured
+            return response
+        await response.aclose()
+        return retried
+
+    async def _send_once(
         self, method: str, path: str, body: Mapping[str, Any], *, stream: bool, stats: StreamStats
     ) -> httpx.Response:
         url = path if path.startswith("http") else f"{self.base_url}{path}"

@@ -8,8 +8,10 @@ provider's words, not as a Fermix defect) and never include headers or request b
 from __future__ import annotations
 
 import email.utils
+import errno
 import json
 import re
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -186,6 +188,31 @@ def error_from_response(
     )
 
 
+#: ``errno`` values meaning this machine has no usable network at all (the host has just
+#: woken, the interface is not up yet) rather than that one provider's host is down.
+_NETWORK_DOWN_ERRNOS = frozenset({errno.ENETUNREACH, errno.ENETDOWN})
+#: Name resolution failing *temporarily* is the same race: the resolver is not reachable.
+_NETWORK_DOWN_GAI = frozenset({socket.EAI_AGAIN})
+
+
+def _network_down(exc: BaseException) -> bool:
+    """Whether a connect failure came from a missing network rather than from one host.
+
+    httpx chains the socket error through ``__cause__`` (httpx → httpcore → OSError, and an
+    ``OSError("All connection attempts failed")`` above the per-address errors).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror):
+            return current.errno in _NETWORK_DOWN_GAI
+        if isinstance(current, OSError) and current.errno in _NETWORK_DOWN_ERRNOS:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def error_from_exception(
     provider: str,
     exc: httpx.HTTPError,
@@ -206,8 +233,12 @@ def error_from_exception(
     if isinstance(exc, httpx.PoolTimeout):
         kind = ErrorKind.CONNECTION_UNAVAILABLE
         message = f"no connection to {provider}{at} could be opened ({detail})"
-    elif isinstance(exc, httpx.ConnectError):
+    elif isinstance(exc, httpx.ConnectError) and _network_down(exc):
         kind = ErrorKind.CONNECTION_UNAVAILABLE
+        message = f"the network is not available to reach {provider}{at} ({detail})"
+    elif isinstance(exc, httpx.ConnectError):
+        # Refused, reset, no route to that host: one provider's host, not the network.
+        kind = ErrorKind.TRANSPORT
         message = f"cannot reach {provider}{at} ({detail})"
     elif isinstance(exc, httpx.TimeoutException):
         kind = ErrorKind.TIMEOUT

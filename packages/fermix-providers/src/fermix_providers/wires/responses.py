@@ -14,7 +14,10 @@ read differently by retry and failover:
 * a stream that delivered output but never said it finished still returns that output,
   with a warning — output items stand on their own, and discarding them would kill a
   continuation that has no retry;
-* a 200 that produced no output at all is never read as an empty answer.
+* a 200 that produced no output at all is never read as an empty answer — unless the
+  response says it *completed*: then the model finished normally and said nothing, and the
+  empty turn goes back to the agent loop, which answers the honest "try again" and commits
+  nothing, as on the other wires.
 """
 
 from __future__ import annotations
@@ -394,6 +397,8 @@ def parse_response(data: Any, *, provider: str, model: str) -> Turn:
     if not text.strip() and not calls:
         if status == "incomplete":
             raise _incomplete_error(provider, answered, data, visible=False)
+        if status == "completed":
+            return _turn("", [], data, model)
         raise _empty_output(provider, answered)
     if status == "incomplete":
         log.warning("%s: response %s is incomplete; returning its output", provider, data.get("id"))
@@ -546,7 +551,7 @@ class ResponseStream:
         if self.terminal == "incomplete":
             raise _incomplete_error(self.provider, model, self.response, visible=visible)
         if self.terminal == "completed":
-            raise _empty_output(self.provider, model)
+            return _turn("", [], self.response, self.model)
         if cut is not None:
             raise cut
         log.warning("%s: the stream closed without a terminal event or any output", self.provider)
