@@ -33,6 +33,9 @@ BENCHMARKS = [
     "traces",
     "presentation",
     "jobs",
+    "channels",
+    "telegram",
+    "subagents",
 ]
 
 

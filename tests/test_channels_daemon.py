@@ -307,3 +307,114 @@ def test_a_third_party_webhook_channel_answers_through_the_daemon(daemon_env, ba
     assert post(url, {"id": "m1", "chat": "c1", "from": "alice", "text": "hello"}).text == (
         "duplicate"
     )
+
+
+def test_a_scheduled_job_delivers_to_a_running_channel(daemon_env, backend) -> None:
+    fermix(daemon_env, "start")
+    added = json.loads(
+        fermix(
+            daemon_env,
+            "jobs",
+            "add",
+            "--schedule",
+            "0 9 * * *",
+            "--prompt",
+            "morning report",
+            "--delivery",
+            "channel",
+            "--channel",
+            "echo",
+            "--chat-id",
+            "c7",
+            "--json",
+        ).stdout
+    )
+    job = added["job"]
+    assert job["delivery_target"] == {"channel": "echo", "chat_id": "c7", "thread_id": None}
+    ran = json.loads(fermix(daemon_env, "jobs", "run-now", job["id"], "--wait", "--json").stdout)
+    run = ran["run"]
+    assert run["status"] == "succeeded", run
+    assert run["delivery_status"] == "delivered", run
+    assert {"chat": "c7", "text": "echo: morning report"} in backend.fake.sent
+
+    # A channel that is not running: retried, then recorded on the run; the result is kept.
+    refused = fermix(
+        daemon_env,
+        "jobs",
+        "add",
+        "-s",
+        "0 9 * * *",
+        "-p",
+        "x",
+        "--delivery",
+        "channel",
+        "--channel",
+        "nowhere",
+        "--chat-id",
+        "1",
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "unknown channel 'nowhere'" in refused.stderr
+
+
+def tool_call_reply(body: dict, name: str, arguments: str) -> Reply:
+    """The model calling one tool, in whichever form (SSE or JSON) the request asked for."""
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+    if body.get("stream"):
+
+        def chunk(delta: dict, finish: str | None) -> dict:
+            return {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "qwen3",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        return Reply(
+            sse=[
+                chunk({"role": "assistant", "tool_calls": [call]}, None),
+                chunk({}, "tool_calls"),
+                "[DONE]",
+            ]
+        )
+    reply = completion("")
+    reply["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    reply["choices"][0]["finish_reason"] = "tool_calls"
+    return Reply(body=reply)
+
+
+def test_a_job_scheduled_from_a_channel_chat_delivers_back_to_it(daemon_env, backend) -> None:
+    """origin is resolved once, at creation, to the chat the owner asked in."""
+    real = backend.server.handler
+    arguments = json.dumps({"task_prompt": "weekly summary", "schedule": "0 9 * * 1"})
+
+    async def scripted(request: RecordedRequest) -> Reply:
+        body = request.json() if request.path != "/send" else {}
+        messages = body.get("messages") or []
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        first_step = not any(m["role"] == "tool" for m in messages)
+        if users and users[-1] == "every monday please" and first_step:
+            backend.fake.model_requests.append(body)
+            return tool_call_reply(body, "schedule_job", arguments)
+        return await real(request)
+
+    backend.server.handler = scripted
+    fermix(daemon_env, "start")
+    url = status(daemon_env)["http"]["url"]
+    answer = post(url, {"id": "s1", "chat": "team", "from": "alice", "text": "every monday please"})
+    assert answer.text == "accepted"
+    backend.call(backend.fake.wait_sent, 1)
+    (job,) = json.loads(fermix(daemon_env, "jobs", "list", "--json").stdout)["jobs"]
+    assert job["delivery_mode"] == "origin"
+    assert job["delivery_target"] == {"channel": "echo", "chat_id": "team", "thread_id": None}
+    assert job["trust"] == "operator"
+    sent = len(backend.fake.sent)
+    ran = json.loads(fermix(daemon_env, "jobs", "run-now", job["id"], "--wait", "--json").stdout)
+    assert ran["run"]["delivery_status"] == "delivered", ran
+    assert backend.fake.sent[sent:] == [{"chat": "team", "text": "echo: weekly summary"}]

@@ -650,3 +650,43 @@ def test_an_in_process_ask_finishes_its_post_reply_work_before_exiting(daemon_en
     assert len(model.requests) >= 2, "the review made no model call"
     state = ReviewState.load(home / "memory" / "main" / ".review.json")
     assert state.last_run is not None
+
+
+# --------------------------------------------------------------------------- skills
+
+
+def skills_json(env, *args, check=True):
+    result = fermix(env, "skills", *args, "--json", check=check)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_skills_cli_in_process_then_reload_in_the_running_daemon(daemon_env) -> None:
+    home = Path(daemon_env["FERMIX_HOME"])
+    _, listed = skills_json(daemon_env, "list")
+    assert [s["name"] for s in listed["skills"]] == ["self-knowledge"]
+    _, reloaded = skills_json(daemon_env, "reload")
+    assert reloaded["daemon"] is False and reloaded["skills"] == ["self-knowledge"]
+    code, missing = skills_json(daemon_env, "view", "nope", check=False)
+    assert code == 1 and "available skills: self-knowledge" in missing["error"]
+
+    fermix(daemon_env, "start")
+    package = home / "skills" / "greeting"
+    package.mkdir(parents=True)
+    (package / "SKILL.md").write_text(
+        "---\nname: greeting\ndescription: Use when greeting someone.\nlicense: MIT\n---\n"
+        "Say hello warmly.\n"
+    )
+    (package / "phrases.md").write_text("hello, hi")
+    bad = home / "skills" / "broken"
+    bad.mkdir()
+    (bad / "SKILL.md").write_text("no front matter here\n")
+    _, report = skills_json(daemon_env, "reload")
+    assert report["daemon"] is True
+    assert report["added"] == ["greeting"] and report["removed"] == []
+    assert any("broken/SKILL.md" in e for e in report["errors"])
+    _, shown = skills_json(daemon_env, "view", "greeting")
+    assert shown["body"] == "Say hello warmly.\n" and shown["extra"] == {"license": "MIT"}
+    _, ref = skills_json(daemon_env, "view", "greeting", "--file", "phrases")
+    assert ref["text"] == "hello, hi"
+    plain = fermix(daemon_env, "skills", "list")
+    assert "greeting" in plain.stdout and "broken" in plain.stderr

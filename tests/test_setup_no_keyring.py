@@ -126,3 +126,14 @@ def test_config_set_of_another_key_warns_once_that_a_plaintext_secret_stays(env)
     assert "--migrate-secrets" in warned[0]
     text = (home / "config.toml").read_text()
     assert KEY in text and 'name = "Robin"' in text
+
+
+def test_a_bot_token_that_cannot_be_stored_is_not_told_to_use_its_ignored_variable(env) -> None:
+    token = "123456789:AAHeadlessTelegramTokenForTheTest01"
+    result = run(["config", "set", "fermix_channels.telegram.bot_token", token], env)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and token not in result.stdout + result.stderr
+    assert "cannot store new secret(s) fermix_channels.telegram.bot_token" in result.stderr
+    # TELEGRAM_BOT_TOKEN is deliberately never read, so it must not be the advice.
+    assert "TELEGRAM_BOT_TOKEN" not in result.stderr
+    assert 'source = "command"' in result.stderr

@@ -296,3 +296,20 @@ async def test_a_provider_failure_after_visible_text_removes_the_draft_and_says_
     shown = channel.visible("chat")
     assert len(shown) == 1 and "Half an answer" not in shown[0]  # only the error reply
     assert "discard" in [e["phase"] for e in fx.harness.stream_events]
+
+
+async def test_through_the_runtimes_outbound_port_cards_arrive_rendered(fx) -> None:
+    from fermix_core.channels.outbound import OutboundPort
+    from fermix_core.channels.presentation import present
+
+    channel = await started_channel()
+    port = OutboundPort(channel, features_of(channel, draft=True))
+    text = heading_sections(3, 150).replace("w7 ", "**w7** ")
+    fx.harness.provider.steps.append(answer(text, reasoning="**Thinking it over**"))
+    await say(fx, port, "long and formatted please")
+    cards = channel.visible("chat")
+    assert len(cards) >= 2
+    assert not any("**" in card or card.startswith("##") for card in cards)  # rendered
+    rendered = "".join(c.text for c in present(text, "plain").chunks)
+    assert "".join(cards).replace("\n", "") == rendered.replace("\n", "")
+    assert channel.edits  # the live card was edited in place, through the port's renderer

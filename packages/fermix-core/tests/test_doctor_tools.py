@@ -41,3 +41,38 @@ def test_a_loaded_tool_silences_the_row(tmp_path: Path) -> None:
     home = FermixHome(tmp_path / "fermix")
     home.ensure()
     assert tool_rows(home, [("tools.echo", OneTool())]) == []
+
+
+class NoProviderRow:
+    @hookimpl
+    def fermix_doctor_checks(self):
+        from fermix_core.specs import DoctorCheckSpec
+
+        yield DoctorCheckSpec(name="echo_row", label="echo row", check=echo_row)
+
+
+def echo_row(ctx: DoctorContext) -> list[CheckResult]:
+    return [
+        CheckResult(
+            "providers",
+            Status.FAIL,
+            "no provider configured — run `fermix setup`",
+            fix="run `fermix setup` to configure a provider",
+        ),
+        CheckResult("other", Status.WARN, "stale — run `fermix restart`", fix="edit the file"),
+    ]
+
+
+def test_a_row_does_not_say_its_fix_twice(tmp_path: Path) -> None:
+    home = FermixHome(tmp_path / "fermix")
+    home.ensure()
+    assembly = assemble(
+        home,
+        environ={"FERMIX_HOME": str(home.path)},
+        entry_points=False,
+        plugins=[("tests.echo", NoProviderRow())],
+    )
+    rows = {r.label: r for r in run_checks(DoctorContext(assembly)) if r.check == "echo_row"}
+    assert rows["providers"].detail == "no provider configured"
+    # A different fix keeps the detail's own advice.
+    assert rows["other"].detail == "stale — run `fermix restart`"

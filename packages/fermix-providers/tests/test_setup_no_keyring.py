@@ -47,8 +47,8 @@ def openai_block(home) -> dict:
 
 
 def test_config_toml_needs_a_typed_yes_and_then_keeps_the_key_private(no_keyring) -> None:
-    # provider, storage 1 + refusal, storage 1 + yes, model, effort
-    prompts = Script("openai", "1", "no", "1", "yes", "", "")
+    # provider, storage 1 + refusal, storage 1 + yes, gateway URL, model, effort
+    prompts = Script("openai", "1", "no", "1", "yes", "", "", "")
     asked_before_key: list[str] = []
 
     def secret(prompt: str) -> str:
@@ -68,14 +68,14 @@ def test_config_toml_needs_a_typed_yes_and_then_keeps_the_key_private(no_keyring
 
 def test_an_env_reference_is_the_default_and_asks_for_no_key(no_keyring) -> None:
     secrets = Script()  # never asked
-    prompts = Script("openai", "", "", "", "")
+    prompts = Script("openai", "", "", "", "", "")
     result, _ = run(no_keyring, prompts, secrets)
     assert openai_block(no_keyring)["api_key"] == {"source": "env", "env": "OPENAI_API_KEY"}
     assert any("read from $OPENAI_API_KEY" in n for n in result.notes)
 
 
 def test_a_command_helper_is_split_without_a_shell(no_keyring) -> None:
-    prompts = Script("openai", "3", "pass show 'fermix/open ai'", "", "")
+    prompts = Script("openai", "3", "pass show 'fermix/open ai'", "", "", "")
     run(no_keyring, prompts)
     assert openai_block(no_keyring)["api_key"] == {
         "source": "command",
@@ -92,7 +92,7 @@ def test_giving_up_on_the_choice_writes_nothing(no_keyring) -> None:
 
 
 def test_with_a_keyring_writer_nothing_extra_is_asked(fermix_home) -> None:
-    prompts = Script("openai", "", "")
+    prompts = Script("openai", "", "", "")
     run(fermix_home, prompts, Script(KEY))
     assert "Choice [2]: " not in prompts.prompts
     assert openai_block(fermix_home)["api_key"] == "@keyring"
@@ -118,3 +118,9 @@ def test_a_misspelt_provider_gets_the_closest_name(fermix_home) -> None:
         "  'openruter' is not a provider (did you mean \"openrouter\"?); type a number"
         in " ".join(shown)
     )
+
+
+def test_no_step_header_stands_empty(fermix_home) -> None:
+    _, shown = run(fermix_home, Script("ollama", "", ""))
+    header = shown.index("== Fermix home ==")
+    assert shown[header + 1] == f"Settings, logs and the workspace live in {fermix_home.path}"

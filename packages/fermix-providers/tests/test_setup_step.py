@@ -15,7 +15,15 @@ import tomlkit
 from fermix_core.boot import assemble
 from fermix_core.home import FermixHome
 from fermix_core.secrets import KEYRING_ACCOUNT, keyring_service
-from fermix_core.setup import SetupError, SetupInputError, SetupIO, parse_step_args, run_setup
+from fermix_core.setup import (
+    SetupContext,
+    SetupError,
+    SetupInputError,
+    SetupIO,
+    parse_step_args,
+    run_setup,
+)
+from fermix_core.specs import ProviderSpec
 from fermix_providers import catalog, core_plugin
 
 
@@ -274,7 +282,7 @@ def test_interactive_picker_shows_status_and_offers_only_accepted_efforts(fermix
         '[fermix_core.providers.anthropic]\nprimary = true\napi_key = "k"\n\n'
         '[fermix_core.providers.ollama]\nbase_url = "http://localhost:11434/v1"\n',
     )
-    prompts = Script("2", "3", "xhigh")  # openai, gpt-5.5, effort
+    prompts = Script("2", "", "3", "xhigh")  # openai, no gateway, gpt-5.5, effort
     secrets = Script("sk-live-1")
     io, shown = scripted(prompts, secrets)
     setup(fermix_home, io=io, environ={"MISTRAL_API_KEY": "mk"})
@@ -323,13 +331,24 @@ def test_interactive_answers_are_checked_and_asked_again(fermix_home) -> None:
 def test_interactive_blank_key_keeps_the_stored_one(fermix_home) -> None:
     keyring.set_password(keyring_service("MISTRAL_API_KEY"), KEYRING_ACCOUNT, "old-key")
     write_config(fermix_home, '[fermix_core.providers.mistral]\napi_key = "@keyring"\n')
-    prompts = Script("mistral", "")
+    prompts = Script("mistral", "", "")  # provider, no gateway, model
     secrets = Script("")
     io, _ = scripted(prompts, secrets)
     setup(fermix_home, io=io)
     assert secrets.prompts == ["Mistral API key (blank keeps the stored key): "]
     assert stored_key("MISTRAL_API_KEY") == "old-key"
     assert providers(fermix_home)["mistral"]["primary"] is True
+
+
+def test_an_openai_compatible_provider_is_offered_a_gateway_url(fermix_home) -> None:
+    prompts = Script("openrouter", "ftp://nope", "https://gw.example/api/v1/", "")
+    io, shown = scripted(prompts, Script("sk-or-v1-key"))
+    setup(fermix_home, io=io)
+    assert prompts.prompts[1] == (
+        "Base URL of a compatible gateway (blank uses https://openrouter.ai/api/v1): "
+    )
+    assert any("is not an http(s) URL" in line for line in shown)
+    assert providers(fermix_home)["openrouter"]["base_url"] == "https://gw.example/api/v1"
 
 
 def test_interactive_gives_up_after_repeated_nonsense(fermix_home) -> None:
@@ -428,3 +447,14 @@ def test_openrouter_offers_the_live_tool_capable_models(fermix_home, listing_ser
     assert state.seen == [("/api/v1/models", "Bearer or-key")]
     assert not any("Reasoning effort" in line for line in shown)
     assert providers(fermix_home)["openrouter"]["default_model"] == "new/tools"
+
+
+def test_a_key_in_the_environment_is_not_called_a_fallback_before_a_primary(fermix_home) -> None:
+    from fermix_providers.setup_step import provider_statuses
+
+    assembly = make_assembly(fermix_home, {"MISTRAL_API_KEY": "mk"})
+    context = SetupContext(assembly, tomlkit.document(), interactive=False, options={})
+    specs = sorted(assembly.registry.typed(ProviderSpec).values(), key=lambda s: s.order)
+    statuses = provider_statuses(context, specs)
+    assert statuses["mistral"] == "Not configured ($MISTRAL_API_KEY is set)"
+    assert "Fallback" not in statuses.values()

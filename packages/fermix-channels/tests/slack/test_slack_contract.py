@@ -12,6 +12,7 @@ from fermix_channels.slack.adapter import WEBHOOK_PATH, SlackChannel
 from fermix_core.channel import Channel, WebhookRequest
 from fermix_core.testing import StubChannelHost
 from fermix_core.testing.contracts import ChannelContract
+from fermix_core.testing.loopback import Reply
 
 #: The loopback Slack helpers, loaded by conftest.py.
 fs = sys.modules["fermix_channels_tests_fake_slack"]
@@ -34,6 +35,15 @@ class _SlackContract(ChannelContract):
 
     async def sent_texts(self, channel: Channel, chat_id: str) -> list[str]:
         return self.fake.texts(chat_id)
+
+    async def provoke_rate_limit(self, channel: Channel, chat_id: str) -> bool:
+        self.fake.fail(
+            "chat.postMessage",
+            Reply(
+                status=429, headers={"Retry-After": "3"}, body={"ok": False, "error": "ratelimited"}
+            ),
+        )
+        return True
 
 
 class TestSlackEventsApi(_SlackContract):

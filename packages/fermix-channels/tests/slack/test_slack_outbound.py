@@ -34,6 +34,7 @@ def test_declared_abilities() -> None:
     assert (channel.max_text, channel.text_measure) == (40_000, "chars")
     assert channel.media_caps["document"] == 100 * 1024 * 1024
     assert channel.reactions_allowed == REACTIONS
+    assert channel.send_interval == 1.0
     assert all(shortcode(name) == name for name in REACTIONS)
 
 

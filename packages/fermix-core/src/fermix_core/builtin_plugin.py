@@ -46,12 +46,6 @@ def fermix_doctor_checks():
         order=60,
     )
     yield DoctorCheckSpec(
-        name="channel_streaming",
-        label="channel streaming",
-        check="fermix_core.channels.streaming_doctor:check_channel_streaming",
-        order=65,
-    )
-    yield DoctorCheckSpec(
         name="bootstrap",
         label="bootstrap templates",
         check="fermix_core.doctor_checks:check_bootstrap",
@@ -62,6 +56,9 @@ def fermix_doctor_checks():
         label="channels",
         check="fermix_core.channels.doctor:check_channels",
         order=80,
+    )
+    yield DoctorCheckSpec(
+        name="skills", label="skills", check="fermix_core.skills.doctor:check_skills", order=85
     )
 
 

@@ -8,6 +8,7 @@ features add a row by adding a spec, never by editing this module.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -81,8 +82,24 @@ def _as_results(value: Any, spec: DoctorCheckSpec) -> list[CheckResult]:
             )
             continue
         item.check = item.check or spec.name
+        item.detail = _without_repeated_fix(item.detail, item.fix)
         results.append(item)
     return results
+
+
+_RUN_CLAUSE = re.compile(r"\s*(?:—|-|;|,)\s*run (`[^`]+`)\s*$")
+
+
+def _without_repeated_fix(detail: str, fix: str | None) -> str:
+    """Drop a trailing "— run `cmd`" from *detail* when the row's fix already says it.
+
+    Messages written for other places (a turn's reply, a config error) end with what to
+    run; in a doctor row that is the fix's job, and saying it twice reads as noise.
+    """
+    match = _RUN_CLAUSE.search(detail)
+    if fix and match and match.group(1) in fix:
+        return detail[: match.start()]
+    return detail
 
 
 def run_checks(context: DoctorContext) -> list[CheckResult]:

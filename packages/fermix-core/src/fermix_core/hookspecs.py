@@ -8,7 +8,7 @@ entry point in the ``fermix`` group::
 
 There are three families:
 
-* **Registration hooks** (``fermix_providers`` … ``fermix_setup_steps``) are synchronous,
+* **Registration hooks** (``fermix_providers`` … ``fermix_skill_dirs``) are synchronous,
   take no arguments and return an iterable of spec records from :mod:`fermix_core.specs`.
   They run once per boot and must import nothing heavy: a spec names its factory lazily.
 * **Lifecycle hooks** (``fermix_cli``, ``fermix_startup``, ``fermix_shutdown``) let a plugin
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
         MemoryBackendSpec,
         ProviderSpec,
         SetupStepSpec,
+        SkillDirSpec,
         ToolSpec,
         TranscriptionBackendSpec,
         WebSearchBackendSpec,
@@ -275,6 +276,25 @@ def fermix_setup_steps() -> Iterable[SetupStepSpec]:
     """
 
 
+@hookspec
+def fermix_skill_dirs() -> Iterable[SkillDirSpec]:
+    """Register directories of SKILL.md skill packages that a plugin ships.
+
+    Called once per boot, and read again by ``skill_reload``. Each sub-directory of
+    ``path`` holding a ``SKILL.md`` is one skill. Plugin skills run at guest trust whatever
+    the caller's trust; a malformed or colliding skill is skipped and reported, never fatal.
+
+    Example::
+
+        @hookimpl
+        def fermix_skill_dirs():
+            yield SkillDirSpec(
+                name="weather",
+                path=str(Path(__file__).parent / "skills"),
+            )
+    """
+
+
 # --------------------------------------------------------------------------- lifecycle
 
 
@@ -381,4 +401,5 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "fermix_config_sections": "config_section",
     "fermix_doctor_checks": "doctor_check",
     "fermix_setup_steps": "setup_step",
+    "fermix_skill_dirs": "skill_dir",
 }

@@ -145,6 +145,7 @@ class ProviderError(Exception):
         retry_after_seconds: float | None = None,
         pre_response: bool = False,
         visible_output: bool = False,
+        url: str | None = None,
     ) -> None:
         self.kind = ErrorKind(kind)
         self.message = message
@@ -156,6 +157,9 @@ class ProviderError(Exception):
         self.pre_response = pre_response
         #: Something user-visible had already streamed, so a retry would duplicate it.
         self.visible_output = visible_output
+        #: The URL the call went to (no query string, never credentials), for messages such
+        #: as "could not reach … at <url>" that point at a wrong base_url.
+        self.url = url
         super().__init__(message)
 
     def __str__(self) -> str:
@@ -185,6 +189,7 @@ class ProviderError(Exception):
             "retry_after_seconds": self.retry_after_seconds,
             "pre_response": self.pre_response,
             "visible_output": self.visible_output,
+            "url": self.url,
         }
 
 

@@ -92,6 +92,8 @@ class FermixService:
         self.ingress: Any = None
         #: Scheduled jobs (:class:`fermix_core.jobs.wiring.JobsRuntime`).
         self.jobs: Any = None
+        #: Loaded skills (:class:`fermix_core.skills.SkillRegistry`).
+        self.skills: Any = None
         from fermix_core.inbox import LocalInbox
 
         #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
@@ -111,8 +113,8 @@ class FermixService:
     ) -> AsyncIterator[FermixService]:
         """Open everything a turn needs; close it all (in reverse) on exit.
 
-        *scheduler* starts the job scheduler too (the daemon does; one-shot callers only
-        get the job service, and the daemon runs what they schedule).
+        *scheduler* opens scheduled jobs and starts their scheduler (the daemon does); a
+        one-shot caller has no job service, and the job tools tell it to start the daemon.
         """
         from fermix_core.agent import CapabilityRegistry
         from fermix_core.commands import CommandRouter
@@ -147,6 +149,7 @@ class FermixService:
         )
         caller, windows = service._build_caller()
         tracer = Tracer(runtime.home)
+        skills = await service._open_skills(capabilities)
         runner = TurnRunner(
             store=service.store,
             capabilities=capabilities,
@@ -161,6 +164,15 @@ class FermixService:
             context_window=windows,
         )
         service.runner = runner
+        runner.skills = skills
+        if caller is not None:
+            from fermix_core.agent.delegation import Delegator, routed_callers
+
+            callers, closers = routed_callers(runtime)
+            service._closers += closers
+            runner.services["delegation"] = Delegator(
+                capabilities, callers, emit=runtime.emit, tracer=tracer
+            )
         from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
         from fermix_core.sandbox.policy import log_confinement
         from fermix_core.secrets import SecretResolver
@@ -197,22 +209,28 @@ class FermixService:
         runner.confirmations = ConfirmationStore()
         runner.confirmations.listeners.append(runner.resume_after_grant)
         runner.services.update(
+            skills=skills,
             registry=registry,
             secrets=resolver,
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
-        from fermix_core.jobs.wiring import JobsRuntime
+        if scheduler:
+            # Jobs live in the daemon; a one-shot caller does not pay to open them.
+            from fermix_core.jobs.delivery import channel_port
+            from fermix_core.jobs.wiring import JobsRuntime
 
-        service.jobs = await JobsRuntime.open(
-            runtime,
-            capabilities=capabilities,
-            services=runner.services,
-            tracer=tracer,
-            conversations=service.store,
-        )
-        service._closers.append(service.jobs.aclose)
-        runner.services["jobs"] = service.jobs.service
+            service.jobs = await JobsRuntime.open(
+                runtime,
+                capabilities=capabilities,
+                services=runner.services,
+                tracer=tracer,
+                conversations=service.store,
+                ports=lambda name: channel_port(service, name),
+                skills=skills,
+            )
+            service._closers.append(service.jobs.aclose)
+            runner.services["jobs"] = service.jobs.service
         policies = {
             CLI_CHANNEL: TrustPolicy(
                 owner_id=None, allowed_ids=(), command_allowlist=(), local=True
@@ -239,7 +257,7 @@ class FermixService:
                     agent_available=lambda: service.available,
                 )
                 service.cli_features = ChannelFeatures(local=True)
-                if scheduler:
+                if service.jobs is not None:
                     await tg.start(service.jobs.scheduler.serve)
                 yield service
                 tg.cancel_scope.cancel()
@@ -251,6 +269,16 @@ class FermixService:
                     except Exception:
                         log.exception("closing %r failed", close)
                 await service.store.close()
+
+    async def _open_skills(self, capabilities: Any) -> Any:
+        """Scan every skill root (problems are logged and kept, never fatal)."""
+        from fermix_core.skills import SkillRegistry, default_roots
+
+        roots = default_roots(self.runtime.home, self.runtime.registry)
+        skills = SkillRegistry(roots, reserved=capabilities.specs)
+        await anyio.to_thread.run_sync(skills.load)
+        self.skills = skills
+        return skills
 
     def _build_caller(self) -> tuple[Any, Any]:
         """The main-turn route chain, snapshotted now (restart to apply provider changes)."""

@@ -14,4 +14,7 @@ def home_step(context: SetupContext) -> None:
     home.ensure()
     for name in FIRST_RUN_DIRS:
         home.ensure_dir(name)
+    if context.interactive:
+        # Said under the step's header (which would otherwise stand empty) and in the notes.
+        context.io.echo(f"Settings, logs and the workspace live in {home.path}")
     context.notes.append(f"Fermix home: {home.path}")

@@ -362,6 +362,28 @@ class SetupOption:
     is_bool: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SkillDirSpec(Spec):
+    """A directory of SKILL.md packages a plugin ships.
+
+    ``path`` is an absolute directory (typically ``str(Path(__file__).parent / "skills")``);
+    every sub-directory holding a ``SKILL.md`` is one skill. Plugin skills always run at
+    guest trust, whatever the caller's.
+    """
+
+    kind: ClassVar[str] = "skill_dir"
+    path: str = ""
+    description: str = ""
+
+    def problems(self) -> list[str]:
+        problems = Spec.problems(self)
+        if not isinstance(self.path, str) or not self.path:
+            problems.append("path is required (the directory holding the skill packages)")
+        elif not self.path.startswith("/"):
+            problems.append(f"path {self.path!r} must be absolute")
+        return problems
+
+
 SPEC_KINDS: dict[str, type[Spec]] = {
     cls.kind: cls
     for cls in (
@@ -376,5 +398,6 @@ SPEC_KINDS: dict[str, type[Spec]] = {
         ConfigSectionSpec,
         DoctorCheckSpec,
         SetupStepSpec,
+        SkillDirSpec,
     )
 }

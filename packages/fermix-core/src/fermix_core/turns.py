@@ -140,6 +140,8 @@ class TurnRunner:
         self.services: dict[str, Any] = {}
         #: The runtime's pending sandbox confirmations (``/confirm TOKEN``).
         self.confirmations: Any = None
+        #: Loaded skills, listed in the prompt (set by the service).
+        self.skills: Any = None
         self.queue: Any = None  # set by the service once the queue exists
         self.task_group: Any = None  # the service's task group, for post-reply and background work
         self._handles: dict[int, Any] = {}
@@ -278,13 +280,17 @@ class TurnRunner:
         system = self.composer.system_prompt(
             capabilities_catalog=snapshot.catalog(),
             plugins_section=snapshot.plugins_section(),
-            skills_section="",
+            skills_section=self.skills.prompt_section(job.trust) if self.skills else "",
             memory_context=None,
             trust=job.trust,
             today=datetime.now(UTC).date(),
             timezone=self.config.core.fermix_core.agent.timezone,
             shared_note=view.note,
         )
+        if job.run_profile == "ultra":
+            from fermix_core.agent.delegation import ULTRA_ADDENDUM
+
+            system = f"{system}\n\n{ULTRA_ADDENDUM}"
         ctx = ToolContext(
             trust=job.trust,
             cwd=job.cwd or self.home.workspace,
@@ -302,6 +308,7 @@ class TurnRunner:
                 "tracer": self.tracer,
             },
         )
+        ctx.state["run_profile"] = job.run_profile  # delegation widens its caps for ultra
         if message.message_id:
             ctx.state["inbound_message_id"] = message.message_id
         if owner_words is not None:

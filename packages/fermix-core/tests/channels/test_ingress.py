@@ -148,3 +148,15 @@ def test_bind_address_from_the_environment(caplog) -> None:
         wildcard = "0.0.0.0"  # noqa: S104 - the warning is what is tested
         assert resolve_bind({"FERMIX_HTTP_BIND": wildcard}) == wildcard
     assert any("every network interface" in r.getMessage() for r in caplog.records)
+
+
+def test_the_listening_socket_is_tcp_so_asyncio_disables_nagle() -> None:
+    from fermix_core.channels.ingress import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    try:
+        # asyncio sets TCP_NODELAY on accepted sockets only when proto is IPPROTO_TCP;
+        # without it each small response waited ~40 ms for the client's delayed ACK.
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()

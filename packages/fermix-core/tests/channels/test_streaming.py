@@ -431,3 +431,49 @@ async def test_an_unbreakable_code_block_stops_the_live_card_and_is_handed_back(
     # file attachment where it is too long for a message); the intro stays a card.
     assert rest is not None and rest.startswith("```python") and rest.endswith("```")
     assert r.visible == ["Here is the script you asked for."]
+
+
+# --------------------------------------------------------------------------- the runtime's port
+
+
+class _Section:
+    def __init__(self, streaming: str | None) -> None:
+        self.streaming = streaming
+
+
+class _Runtime:
+    def emit(self, name: str, **data) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("supports_draft", "configured", "streaming", "mode"),
+    [
+        (True, None, "draft", "draft"),  # Telegram: draft by default
+        (False, None, "block", "block"),  # can edit, not draft-capable (Slack): block
+        (False, "draft", "draft", "off"),  # explicit draft there: kept, streams nothing
+        (True, "off", "off", "off"),
+        (True, "block", "block", "block"),
+    ],
+)
+def test_the_runtime_port_carries_the_configured_and_derived_mode(
+    supports_draft, configured, streaming, mode
+) -> None:
+    from fermix_core.channels.runtime import ChannelHealth, _Slot, default_port
+    from fermix_core.specs import ChannelSpec
+
+    spec = ChannelSpec(name="chat", factory="x:y", supports_draft=supports_draft)
+    slot = _Slot(spec=spec, section=_Section(configured), health=ChannelHealth("chat"))
+    port = default_port(MemoryChannel("chat"), spec, slot, _Runtime())
+    assert (port.features.streaming, port.features.stream_mode) == (streaming, mode)
+
+
+async def test_a_refused_status_line_does_not_stop_the_answer() -> None:
+    r = await rig("draft")
+    r.channel.fail_next(ChannelError("rate limited"))
+    await r.reasoning("**Thinking**")  # the platform refuses the 💭 line
+    await r.reasoning("**Still thinking**")  # no more attempts this turn
+    await r.text("The answer arrives anyway, long enough to open.")
+    assert r.visible == ["The answer arrives anyway, long enough to open."]
+    assert await r.stream.finish("The answer arrives anyway, long enough to open.") is None
+    assert r.visible == ["The answer arrives anyway, long enough to open."]

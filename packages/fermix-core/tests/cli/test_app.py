@@ -55,3 +55,20 @@ def test_command_lists_are_not_cut_off(capsys) -> None:
     commands = out.split("Commands:", 1)[1]
     assert "..." not in commands
     assert "refused if invalid." in " ".join(commands.split())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Show or set ([fermix_core.routing] subagent_model). More.", None),
+        ("Profiles: USER.md/MEMORY.md and more. Second.", "Profiles: USER.md/MEMORY.md and more"),
+        ("No full stop at all", "No full stop at all"),
+        ("Ends here.", "Ends here"),
+    ],
+)
+def test_capabilities_descriptions_stop_at_a_sentence_not_a_dot(text, expected) -> None:
+    from fermix_core.cli.capabilities_cmd import first_sentence
+
+    assert first_sentence(text) == (
+        expected or "Show or set ([fermix_core.routing] subagent_model)"
+    )

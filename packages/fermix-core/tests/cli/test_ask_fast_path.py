@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,86 @@ def test_ordinary_commands_keep_log_records_off_stderr(fresh_home) -> None:
             [*fermix, *args], env=fresh_home, capture_output=True, text=True, timeout=60
         )
         assert " WARNING " not in out.stderr and " ERROR " not in out.stderr, (args, out.stderr)
+
+
+def test_chat_help_names_exit(fresh_home) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "fermix_core.cli", "chat", "--session", "h"],
+        env=fresh_home,
+        input="/help\n/exit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Commands you can use here:" in out.stdout
+    assert "/exit — leave this chat" in out.stdout
+
+
+def _stderr_on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run fermix with stderr on a pseudo-terminal; return (rc, stdout, terminal text)."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "fermix_core.cli", *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+        )
+        os.close(slave)
+        slave = -1
+        chunks: list[bytes] = []
+
+        def drain() -> None:  # on its own thread, so a full terminal buffer never blocks
+            while True:
+                try:
+                    data = os.read(master, 4096)
+                except OSError:  # EIO: the child closed its end
+                    return
+                if not data:
+                    return
+                chunks.append(data)
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        out = child.stdout.read().decode()
+        child.stdout.close()
+        code = child.wait(timeout=60)
+        reader.join(timeout=60)
+        return code, out, b"".join(chunks).decode("utf-8", "replace")
+    finally:
+        if slave != -1:
+            os.close(slave)
+        os.close(master)
+
+
+def test_thinking_shows_on_a_terminal_and_is_wiped(fresh_home) -> None:
+    code, out, terminal = _stderr_on_a_terminal(["ask", "hi"], fresh_home)
+    assert code == 1 and "No provider is configured" in out  # the reply itself is on stdout
+    assert "thinking…" in terminal
+    assert terminal.endswith("\r\x1b[K")  # the line is cleared before the reply is read
+
+
+def test_no_thinking_with_json_even_on_a_terminal(fresh_home) -> None:
+    code, out, terminal = _stderr_on_a_terminal(["ask", "hi", "--json"], fresh_home)
+    assert code == 1
+    assert json.loads(out)["status"] == "no_provider"
+    assert "thinking" not in terminal
+
+
+def test_httpx_is_imported_without_its_own_command_line_client() -> None:
+    code = (
+        "import sys\n"
+        "from fermix_core.cli import entry\n"
+        "entry._skip_httpx_cli()\n"
+        "import httpx\n"
+        "heavy = [m for m in ('rich', 'click', 'pygments') if m in sys.modules]\n"
+        "print(heavy, callable(httpx.main), httpx.AsyncClient.__name__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[] True AsyncClient"

@@ -478,3 +478,47 @@ async def test_a_runs_transcript_is_kept_as_job_history_but_never_replayed(
         assert {m.speaker for m in window} == {"job"}
     finally:
         await conversations.close()
+
+
+def skill_registry(tmp_path: Any, **packages: tuple[str, str]) -> Any:
+    from fermix_core.skills import SkillRegistry, SkillRoot
+    from fermix_core.tool import Trust
+
+    for name, (root, front) in packages.items():
+        folder = tmp_path / root / name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\n{front}---\nSkill {name} steps.\n")
+    return SkillRegistry(
+        [
+            SkillRoot(tmp_path / "local", Trust.OPERATOR, "local"),
+            SkillRoot(tmp_path / "plugin", Trust.GUEST, "plugin x"),
+        ]
+    ).load()
+
+
+async def test_skill_name_confines_the_run_and_a_missing_skill_fails_loud(
+    kit: Kit, tmp_path: Any
+) -> None:
+    skills = skill_registry(
+        tmp_path,
+        narrow=("local", "description: d\nallowed_tools: [note, subagents]\n"),
+        plugin=("plugin", "description: d\n"),
+    )
+    runner = kit.runner(skills=skills)
+    bound = runner.snapshot_for(make_job(skill_name="narrow"), {})
+    assert set(bound.specs) == {"note", "subagents"}
+    # allowed_tools and the skill intersect; neither can widen the other.
+    both = runner.snapshot_for(
+        make_job(skill_name="narrow", allowed_tools=["note", "file_write"]), {}
+    )
+    assert set(both.specs) == {"note"}
+    plugin = runner.snapshot_for(make_job(skill_name="plugin"), {})
+    assert set(plugin.specs) == {"note"} and plugin.trust == "guest"
+    kit.primary.add("done with the skill")
+    job, run = await kit.claim(skill_name="narrow")
+    done = await kit.execute(runner, job, run)
+    assert done.status == "succeeded"
+    assert "Skill narrow steps." in kit.primary.requests[0].messages[0].text
+    job, run = await kit.claim(job_id="j2", skill_name="vanished")
+    failed = await kit.execute(runner, job, run)
+    assert failed.status == "failed" and "not loaded now" in failed.error

@@ -348,3 +348,30 @@ async def test_restart_across_fire_times(tmp_path: Path, clock) -> None:
         assert clock.now() < job.next_run_at <= clock.now() + 600
         tg.cancel_scope.cancel()
     await store.aclose()
+
+
+async def test_a_failing_store_does_not_stop_the_scheduler(store, clock) -> None:
+    from fermix_core.jobs.records import JobStoreError
+
+    await store.create_job(make_job("j", next_run_at=T0 + 60))
+    harness = Harness(store, clock)
+    harness.runner.auto = True
+    real = store.scan
+    failures = [JobStoreError("disk I/O error")]
+
+    async def flaky(now: float, limit: int) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(now, limit)
+
+    store.scan = flaky  # type: ignore[method-assign]
+    async with anyio.create_task_group() as tg:
+        await _serve(harness, tg)
+        assert clock.deadlines == [T0 + 30]  # the failed pass: look again in 30 s
+        await harness.step(lambda: clock.advance(30))
+        assert clock.deadlines == [T0 + 60]  # recovered: back to the due time
+        await harness.step(lambda: clock.advance(30))
+        await harness.runner.wait_started(1)
+        await harness.scheduler.wait_idle()
+        assert [r.status for r in await store.list_runs("j")] == ["succeeded"]
+        tg.cancel_scope.cancel()

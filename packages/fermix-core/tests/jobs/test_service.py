@@ -268,3 +268,30 @@ async def test_remove_and_runs(kit: Kit) -> None:
         await kit.service.runs(other.id, status="exploded")
     with pytest.raises(JobError, match="no run 99"):
         await kit.service.run(99)
+
+
+async def test_skill_name_must_name_a_loaded_skill(kit: Kit, tmp_path: Path) -> None:
+    from fermix_core.skills import SkillRegistry, SkillRoot
+
+    for name, front in {
+        "research": "description: d\n",
+        "nothing": "description: d\nallowed_tools: [web_fetch]\n",
+    }.items():
+        (tmp_path / "skills" / name).mkdir(parents=True)
+        (tmp_path / "skills" / name / "SKILL.md").write_text(
+            f"---\nname: {name}\n{front}---\nbody\n"
+        )
+    kit.service.skills = SkillRegistry(
+        [SkillRoot(tmp_path / "skills", Trust.OPERATOR, "local")]
+    ).load()
+    job = await create(kit, skill_name="research")
+    assert job.skill_name == "research"
+    with pytest.raises(JobError, match="'nope' is not a loaded skill; skills: nothing, research"):
+        await create(kit, skill_name="nope")
+    guest = Creator(trust=Trust.GUEST, conversation_key=TELEGRAM)
+    with pytest.raises(JobError, match="grants no tool under guest trust"):
+        await create(kit, guest, skill_name="nothing")
+    updated, _notes = await kit.service.update(OWNER, job.id, skill_name="nothing")
+    assert updated.skill_name == "nothing"
+    with pytest.raises(JobError, match="not a loaded skill"):
+        await kit.service.update(OWNER, job.id, skill_name="gone")

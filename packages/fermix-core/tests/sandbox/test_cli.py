@@ -114,3 +114,9 @@ def test_groups_show_help_without_arguments(cli) -> None:
     for app in (sandbox_cmd.grant_app, sandbox_cmd.revoke_app, sandbox_cmd.sandbox_app):
         result = cli(app)
         assert "Usage" in result.output
+
+
+def test_show_labels_exact_entries_as_paths_not_files(cli, layout) -> None:
+    text = cli(sandbox_cmd.sandbox_app, "show").stdout
+    assert "(this file)" not in text
+    assert "/ (this path only, not below) — the root of the file system" in text

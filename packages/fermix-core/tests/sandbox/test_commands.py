@@ -196,3 +196,23 @@ def test_lexer_errors_on_unterminated_input() -> None:
     for text in ("'a", '"a', "$(a", "`a", "${a"):
         with pytest.raises(LexError):
             lex(text)
+
+
+def test_project_scripts_are_read_for_catastrophes_not_for_the_profile(layout) -> None:
+    """./gradlew may call programs outside `assistant` (as before); a script that deletes
+    the home is refused however it is started; one that does not exist yet is refused."""
+    policy = layout.policy("standard", command_profile="assistant")
+    script = layout.project / "gradlew"
+    script.write_text("#!/bin/sh\nAPP=$(uname)\ncygpath -w . 2>/dev/null\nexec java -jar x\n")
+    script.chmod(0o755)
+    for command in ("./gradlew build", "sh gradlew build", "bash ./gradlew"):
+        policy.check_command(command, cwd=layout.project)
+    wipe = layout.project / "wipe.sh"
+    wipe.write_text("#!/bin/bash\nrm -rf ~\n")
+    wipe.chmod(0o755)
+    for command in ("./wipe.sh", "sh wipe.sh", "source wipe.sh", "bash -x wipe.sh"):
+        with pytest.raises(CommandRefused) as caught:
+            policy.check_command(command, cwd=layout.project)
+        assert caught.value.reason == "catastrophic", command
+    with pytest.raises(CommandRefused, match="does not exist yet"):
+        policy.check_command("echo 'rm -rf ~' > later.sh; sh later.sh", cwd=layout.project)

@@ -26,7 +26,15 @@ SH = "/bin/sh"
 pytestmark = pytest.mark.anyio
 
 
-async def sh(layout: Layout, script: str, *, mode: str = "strict", cwd: Path | None = None, **kw):
+async def sh(
+    layout: Layout,
+    script: str,
+    *,
+    mode: str = "strict",
+    cwd: Path | None = None,
+    timeout: float = 30,
+    **kw,
+):
     policy = layout.policy(mode, **kw)
     ctx = layout.ctx(cwd=cwd or layout.workspace)
     return await policy.run(
@@ -34,7 +42,7 @@ async def sh(layout: Layout, script: str, *, mode: str = "strict", cwd: Path | N
         cwd=cwd or layout.workspace,
         env=policy.child_env(),
         ctx=ctx,
-        timeout=30,
+        timeout=timeout,
     )
 
 
@@ -298,3 +306,39 @@ def test_doctor_row_ok_when_confined(tmp_path) -> None:
 
     row = _doctor_row(tmp_path, {})
     assert row.status is Status.OK and "bubblewrap" in row.detail
+
+
+@needs_bwrap
+async def test_caches_go_to_the_private_tmp_outside_open_mode(layout) -> None:
+    result = await sh(layout, 'mkdir -p "$XDG_CACHE_HOME/pip" && echo ok; echo "$TMPDIR"')
+    assert result.stdout.split() == ["ok", "/tmp"]
+
+
+@needs_bwrap
+async def test_a_timeout_leaves_nothing_behind(layout) -> None:
+    marker = "4545.125"
+    result = await sh(layout, f"sleep {marker} & setsid sleep {marker} & sleep {marker}", timeout=1)
+    assert result.timed_out
+    assert _pids_running(f"sleep {marker}") == []
+
+
+@needs_bwrap
+async def test_launch_is_the_entry_point_for_long_lived_children(layout) -> None:
+    """What an MCP stdio server starts through: the confined argv and env, then any
+    process API (here a line echoed back over stdin/stdout)."""
+    import anyio
+
+    policy = layout.policy("strict")
+    launch = policy.launch(
+        [SH, "-c", "read line; echo got:$line; cat ~/.ssh/id_ed25519"],
+        cwd=layout.workspace,
+        env=policy.child_env(),
+        ctx=layout.ctx(cwd=layout.workspace),
+    )
+    assert launch.confined and launch.backend == "bubblewrap"
+    assert launch.argv[0] == FOUND.program and launch.env["TMPDIR"] == "/tmp"
+    process = await anyio.run_process(
+        launch.argv, input=b"hello\n", env=launch.env, cwd=layout.workspace, check=False
+    )
+    assert process.stdout.decode().splitlines()[0] == "got:hello"
+    assert b"PRIVATE KEY" not in process.stdout

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from fermix_core.channel import Channel, ChannelRateLimited
 from fermix_core.memory import InMemoryBackend
 from fermix_core.messages import Turn
 from fermix_core.provider import ChatRequest, ErrorKind, ProviderError
@@ -70,6 +71,10 @@ class TestMemoryChannelContract(ChannelContract):
     async def sent_texts(self, channel: MemoryChannel, chat_id: str) -> list[str]:  # type: ignore[override]
         return [m.text for m in channel.sent if m.chat_id == chat_id]
 
+    async def provoke_rate_limit(self, channel: MemoryChannel, chat_id: str) -> bool:  # type: ignore[override]
+        channel.fail_next(ChannelRateLimited(1.5))
+        return True
+
 
 class TestBareMemoryChannelContract(TestMemoryChannelContract):
     """The same channel with every optional ability off: each must refuse, typed."""
@@ -122,3 +127,42 @@ def test_unimplemented_hooks_say_what_to_supply() -> None:
 
     with pytest.raises(NotImplementedError, match="make_provider"):
         Incomplete().make_provider(Scenario.TEXT)
+
+
+class _Hanging(MemoryChannel):
+    async def send(self, message):  # type: ignore[override]
+        import anyio
+
+        await anyio.sleep_forever()
+
+
+class _HangingContract(TestMemoryChannelContract):
+    inbound_timeout = 0.2
+
+    def make_channel(self) -> MemoryChannel:
+        return _Hanging("hanging")
+
+
+@pytest.mark.anyio
+async def test_a_hanging_adapter_fails_the_contract_instead_of_hanging() -> None:
+    contract = _HangingContract()
+    with pytest.raises(Exception) as info:  # noqa: PT011 - a TimeoutError, maybe in a group
+        await contract.test_send_returns_an_id_and_reaches_the_platform()
+    assert isinstance(info.value, TimeoutError) or info.group_contains(TimeoutError)
+
+
+class _Undeclared(MemoryChannel):
+    """Claims to edit but inherits Channel's refusing edit()."""
+
+    edit = Channel.edit  # type: ignore[assignment]
+
+
+class _UndeclaredContract(TestMemoryChannelContract):
+    def make_channel(self) -> MemoryChannel:
+        return _Undeclared("liar")
+
+
+@pytest.mark.anyio
+async def test_a_declared_but_missing_ability_fails_the_contract() -> None:
+    with pytest.raises(AssertionError, match="supports_edit is true but edit"):
+        await _UndeclaredContract().test_declared_abilities_are_implemented()

@@ -82,7 +82,13 @@ def provider_statuses(context: SetupContext, specs: Sequence[ProviderSpec]) -> d
         if spec.name == primary:
             result[spec.name] = PRIMARY
         elif _configured(context, spec, blocks.get(spec.name), profiles):
-            result[spec.name] = FALLBACK
+            # Routing only falls back when something is primary; before that, a provider
+            # known only from the environment is just available, not a fallback.
+            env = spec.base_url_env if spec.keyless else spec.env_var
+            if primary is None and spec.name not in blocks and env:
+                result[spec.name] = f"{NOT_CONFIGURED} (${env} is set)"
+            else:
+                result[spec.name] = FALLBACK
         else:
             result[spec.name] = NOT_CONFIGURED
     return result
@@ -323,21 +329,54 @@ def _configure_base_url(context: SetupContext, spec: ProviderSpec, block: Any) -
         block["base_url"] = _checked_url(str(context.option("--base-url")))
         return
     if not (spec.keyless or spec.auth_modes == ("none",)):
+        _offer_base_url(context, spec, block)
         return
     env_url = context.assembly.environ.get(spec.base_url_env or "", "").strip()
     current = block.get("base_url") or env_url or spec.default_base_url
     if context.interactive:
-        for _ in range(_ATTEMPTS):
-            answer = context.ask("--base-url", "Server URL", default=str(current))
-            try:
-                block["base_url"] = _checked_url(answer)
-                return
-            except SetupError as exc:
-                context.io.echo(f"  {exc}")
-        raise SetupError(f"no usable server URL was given for {spec.name}")
+        _ask_url(context, spec, block, "Server URL", default=str(current))
+        return
     if not block.get("base_url") and not env_url and spec.default_base_url:
         # Presence of base_url is what marks a keyless provider configured.
         block["base_url"] = spec.default_base_url
+
+
+#: Wires an OpenAI-compatible gateway or proxy speaks; their providers get the question.
+_COMPATIBLE_WIRES = ("responses", "chat_completions")
+
+
+def _offer_base_url(context: SetupContext, spec: ProviderSpec, block: Any) -> None:
+    """Interactive only: an OpenAI-compatible provider may point at a gateway instead.
+
+    Blank keeps what is configured (the provider's own API when nothing is).
+    """
+    if not context.interactive or "base_url" not in spec.config_keys:
+        return
+    if spec.wire not in _COMPATIBLE_WIRES or block.get("auth_mode") == "oauth":
+        return
+    current = block.get("base_url")
+    keep = (
+        f"blank keeps {current}"
+        if current
+        else f"blank uses {spec.default_base_url or 'the provider default'}"
+    )
+    _ask_url(context, spec, block, f"Base URL of a compatible gateway ({keep})", default="")
+
+
+def _ask_url(
+    context: SetupContext, spec: ProviderSpec, block: Any, prompt: str, default: str
+) -> None:
+    """Ask until a usable http(s) URL is given; a blank answer (no default) changes nothing."""
+    for _ in range(_ATTEMPTS):
+        answer = context.ask("--base-url", prompt, default=default)
+        if not answer.strip():
+            return
+        try:
+            block["base_url"] = _checked_url(answer)
+            return
+        except SetupError as exc:
+            context.io.echo(f"  {exc}")
+    raise SetupError(f"no usable server URL was given for {spec.name}; run `fermix setup` again")
 
 
 def _checked_url(value: str) -> str:

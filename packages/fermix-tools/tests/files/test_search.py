@@ -337,3 +337,33 @@ async def test_a_backtracking_regex_stops_and_the_loop_answers(ctx, workspace, m
             group.start_soon(search)
             group.start_soon(heartbeat)
     assert order == ["heartbeat", "search"]
+
+
+async def test_stop_abandons_a_slow_search_at_once(ctx, workspace, monkeypatch) -> None:
+    """/stop cancels the turn: the search's worker thread is abandoned (it ends at its own
+    limit later), so the cancellation does not wait for the match."""
+    import threading
+
+    monkeypatch.setattr(grep, "LINE_MATCH_LIMIT", 8.0)
+    (workspace / "bomb.txt").write_text("a" * 40 + "!\n")
+    started, done = threading.Event(), threading.Event()
+    original = grep.search_python
+
+    def watched(*args, **kwargs):
+        started.set()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(grep, "search_python", watched)
+    tool = build_tool(CONTENT_SEARCH)
+
+    async def search() -> None:
+        await tool.invoke({"pattern": "(?=a)^(a|aa)+$"}, ctx)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(search)
+        await anyio.to_thread.run_sync(started.wait)
+        group.cancel_scope.cancel()
+    assert not done.is_set()  # cancelled while the match was still running

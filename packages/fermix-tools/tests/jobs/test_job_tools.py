@@ -372,3 +372,4 @@ async def test_tools_without_a_job_service_say_so(tmp_path: Path) -> None:
     out = await call(LIST_JOBS, {}, ctx)
     assert out.is_error
     assert "not available" in out.text
+    assert "fermix start" in out.text  # jobs live in the daemon

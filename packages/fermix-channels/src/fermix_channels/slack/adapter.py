@@ -172,6 +172,9 @@ class SlackChannel(Channel):
     text_measure = "chars"
     media_caps = MappingProxyType({"document": MAX_UPLOAD_BYTES})
     reactions_allowed = REACTIONS
+    #: Slack lets an app post about one message per second to one channel (short bursts
+    #: aside); the core's outbound port paces each chat to it instead of meeting 429s.
+    send_interval = 1.0
 
     def __init__(
         self,

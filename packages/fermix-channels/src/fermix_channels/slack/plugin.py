@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec, DoctorCheckSpec
+from fermix_core.specs import ChannelSpec, DoctorCheckSpec, SetupStepSpec
 
 SPEC = ChannelSpec(
     name="slack",
@@ -45,3 +45,10 @@ DOCTOR = DoctorCheckSpec(
 @hookimpl
 def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
     return (DOCTOR,)
+
+
+@hookimpl
+def fermix_setup_steps() -> Iterable[SetupStepSpec]:
+    from fermix_channels.slack.setup_step import SLACK_STEP
+
+    return (SLACK_STEP,)

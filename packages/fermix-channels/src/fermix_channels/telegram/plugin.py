@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec
+from fermix_core.specs import ChannelSpec, DoctorCheckSpec, SetupStepSpec
 
 SPEC = ChannelSpec(
     name="telegram",
@@ -27,3 +27,23 @@ SPEC = ChannelSpec(
 @hookimpl
 def fermix_channels() -> Iterable[ChannelSpec]:
     return (SPEC,)
+
+
+@hookimpl
+def fermix_setup_steps() -> Iterable[SetupStepSpec]:
+    from fermix_channels.setup import TELEGRAM_SETUP
+
+    return (TELEGRAM_SETUP.spec("fermix_channels.setup:telegram_step"),)
+
+
+DOCTOR = DoctorCheckSpec(
+    name="telegram_token",
+    label="telegram bot token",
+    check="fermix_channels.telegram.doctor:check_telegram",
+    order=71,
+)
+
+
+@hookimpl
+def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
+    return (DOCTOR,)

@@ -12,6 +12,9 @@ from fermix_channels.config import AlbumDebounceMs, SenderAllowlistConfig
 
 _DIGITS = re.compile(r"^[0-9]+$")
 
+#: Meta's Graph API, with the version every path is resolved under.
+DEFAULT_API_BASE_URL = "https://graph.facebook.com/v21.0"
+
 
 class WhatsAppConfig(SenderAllowlistConfig):
     """WhatsApp Cloud API: one business phone number, webhooks verified by the app secret."""
@@ -47,7 +50,26 @@ class WhatsAppConfig(SenderAllowlistConfig):
         ),
     )
 
+    api_base_url: str = Field(
+        default=DEFAULT_API_BASE_URL,
+        description=(
+            "Base URL of the Graph API including its version, for a proxy or a test double; "
+            "replies are posted to <api_base_url>/<phone_number_id>/messages."
+        ),
+    )
+
     album_debounce_ms: AlbumDebounceMs = 3000
+
+    @field_validator("api_base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value.startswith(("https://", "http://")):
+            raise ValueError(
+                f"api_base_url must be an http(s) URL such as {DEFAULT_API_BASE_URL!r}, "
+                f"not {value!r}"
+            )
+        return value
 
     @field_validator("phone_number_id", mode="before")
     @classmethod

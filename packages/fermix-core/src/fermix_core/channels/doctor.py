@@ -69,7 +69,7 @@ def check_channels(ctx: DoctorContext) -> list[CheckResult]:
                 "channels",
                 Status.WARN,
                 "no channel is registered",
-                fix='install the channels: pip install "fermix[channels]"',
+                fix='install the channels: pip install "fermix-agent[channels]"',
             )
         ]
     live = daemon_channel_health(ctx.home)

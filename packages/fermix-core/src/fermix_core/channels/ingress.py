@@ -217,7 +217,9 @@ def build_app(
 
 def _bind(bind: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto must say TCP: asyncio turns Nagle off (TCP_NODELAY) only on sockets that do,
+    # and without it every small response waits out the peer's delayed ACK (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((bind, port))

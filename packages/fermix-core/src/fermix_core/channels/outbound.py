@@ -428,7 +428,18 @@ class OutboundPort:
             log.debug("channel %s: typing indicator failed: %s", self.name, exc)
 
     async def approval(self, chat_id: str, thread_id: str | None, proposal: Any) -> SentMessage:
-        """The sandbox approval prompt: plain text ending in its ``/confirm TOKEN`` line."""
+        """The sandbox approval prompt: plain text ending in its ``/confirm TOKEN`` line.
+
+        An adapter with a native approval control (an inline Approve button) provides
+        ``send_approval(chat_id, thread_id, proposal)``: it sends the prompt itself and
+        decides whether the typed token line shows (never in a shared chat); the button's
+        tap must come back as the owner's ``/confirm TOKEN`` message.
+        """
+        native = getattr(self.channel, "send_approval", None)
+        if callable(native):
+            return await self._with_retries(
+                "approval", lambda: native(chat_id, thread_id, proposal)
+            )
         prompt = proposal.prompt(include_token=True)
         return await self.send(
             OutboundMessage(chat_id=chat_id, thread_id=thread_id, text=prompt, plain=True)

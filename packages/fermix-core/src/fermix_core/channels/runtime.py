@@ -228,6 +228,8 @@ def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: Chan
         channel,
         local=not spec.remote,
         reactions=getattr(channel, "reactions_allowed", None),
+        # Draft streaming needs a draft-capable spec, not only an adapter that can edit.
+        draft=spec.supports_draft,
         streaming=streaming if isinstance(streaming, str) else None,
     )
     health = slot.health
@@ -274,6 +276,11 @@ class RuntimeHost:
         self._runtime.set_state(self._slot, state, error)
 
     def emit(self, name: str, **data: Any) -> None:
+        if name == "channel.delivery_failed":
+            # A platform's asynchronous "not delivered" (a failed WhatsApp status callback).
+            self._slot.health.last_delivery_error = str(data.get("error") or "not delivered")
+            self._slot.health.last_delivery_error_at = time.time()
+        data.pop("channel", None)
         self._runtime.emit(name, channel=self.name, **data)
 
 
@@ -544,15 +551,16 @@ class ChannelRuntime:
             and getattr(slot.channel, "supports_typing", False)
             and self._task_group is not None
         ):
-            self._task_group.start_soon(self._typing, typing, message, job)
+            every = float(getattr(slot.channel, "typing_interval", TYPING_EVERY) or TYPING_EVERY)
+            self._task_group.start_soon(self._typing, typing, message, job, every)
         return DeliveryResult.ACCEPTED
 
-    async def _typing(self, typing: Any, message: InboundMessage, job: Any) -> None:
+    async def _typing(self, typing: Any, message: InboundMessage, job: Any, every: float) -> None:
         """Renew the typing indicator until the turn is done (or for at most TYPING_MAX)."""
         with anyio.move_on_after(TYPING_MAX):
             while not job.done.is_set():
                 await typing(message.chat_id, message.thread_id)
-                with anyio.move_on_after(TYPING_EVERY):
+                with anyio.move_on_after(every):
                     await job.done.wait()
 
     # ------------------------------------------------------------------ supervision

@@ -211,6 +211,8 @@ class _Status:
     card: _Card | None = None
     #: Block mode: every "💭" message, deleted when the answer lands.
     lines: list[str] = field(default_factory=list)
+    #: The platform refused a status message: no more of them this turn.
+    off: bool = False
 
 
 class StreamController:
@@ -326,7 +328,7 @@ class StreamController:
             if card is not None and not draft.overflow and self._live_text() != card.shown:
                 due.append(card.edited_at + DRAFT_EDIT_INTERVAL)
             status = self._status
-            if status.card is not None and status.text != status.card.shown:
+            if status.card is not None and not status.off and status.text != status.card.shown:
                 due.append(status.card.edited_at + DRAFT_EDIT_INTERVAL)
         elif self._block.pending.strip() and complete_prefix(self._block.pending) is not None:
             due.append(self._block.last_delta + BLOCK_IDLE_FLUSH)
@@ -368,19 +370,27 @@ class StreamController:
                 await self._block_item_done(event.text)
 
     async def _reasoning(self, summary: str) -> None:
-        if not self._can_delete or not summary.strip():
+        status = self._status
+        if not self._can_delete or status.off or not summary.strip():
             return  # a status that can never be removed would stay in the chat for good
         line = status_line(summary)
-        status = self._status
-        if self.mode == "block":
-            sent = await self._post(line, silent=True)
-            status.lines.append(sent)
-            self._telemetry("open", kind="status")
-            return
-        status.text = line
-        if status.card is None:
-            status.card = _Card(await self._post(line, silent=True), line, self.clock())
-            self._telemetry("open", kind="status")
+        try:
+            if self.mode == "block":
+                status.lines.append(await self._post(line, silent=True))
+                self._telemetry("open", kind="status")
+                return
+            status.text = line
+            if status.card is None:
+                status.card = _Card(await self._post(line, silent=True), line, self.clock())
+                self._telemetry("open", kind="status")
+        except Exception as exc:
+            self._status_failed(exc)
+
+    def _status_failed(self, exc: Exception) -> None:
+        """A 💭 line is a courtesy: when the platform refuses one, stop sending them, and
+        keep streaming the answer."""
+        log.warning("no more 💭 status lines on %s: %s: %s", self.chat_id, type(exc).__name__, exc)
+        self._status.off = True
 
     async def _segment_end(self) -> None:
         """The model call ended in a tool call: what it said first is a finished message."""
@@ -429,11 +439,15 @@ class StreamController:
         status = self._status
         if (
             status.card is not None
+            and not status.off
             and status.text != status.card.shown
             and now - status.card.edited_at >= DRAFT_EDIT_INTERVAL
         ):
-            await self._edit(status.card, status.text)
-            self._telemetry("edit", kind="status")
+            try:
+                await self._edit(status.card, status.text)
+                self._telemetry("edit", kind="status")
+            except Exception as exc:
+                self._status_failed(exc)
 
     async def _seal_due(self) -> None:
         draft = self._draft

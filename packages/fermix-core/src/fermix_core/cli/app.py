@@ -148,5 +148,11 @@ def run(args: Sequence[str]) -> int:
         if callable(show) and isinstance(code, int):
             show()
             return code
-        raise
+        from fermix_core.cli.errors import user_error
+
+        message = user_error(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"fermix: {message}\n")
+        return 1
     return result if isinstance(result, int) else 0

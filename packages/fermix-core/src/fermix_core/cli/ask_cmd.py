@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from fermix_core.cli.app import APP_SETTINGS
-from fermix_core.cli.ask_core import LocalSession, TurnsFailed, ask_command, run_turns
+from fermix_core.cli.ask_core import LocalSession, Thinking, TurnsFailed, ask_command, run_turns
 
 __all__ = ["LocalSession", "ask_app", "chat_app"]
 
@@ -68,8 +68,12 @@ def chat(
                     break
                 if not line.strip():
                     continue
-                result = await local.ask(line)
+                with Thinking():
+                    result = await local.ask(line)
                 typer.echo(f"fermix> {result.get('reply', '')}")
+                if line.split()[0] == "/help":
+                    # /exit is this terminal's own command; the shared /help cannot know it.
+                    typer.echo("        /exit — leave this chat (Ctrl-D works too)")
             tg.cancel_scope.cancel()
 
     _run(main)

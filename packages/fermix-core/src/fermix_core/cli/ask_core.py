@@ -125,16 +125,78 @@ class LocalSession:
         return outcome.as_dict()
 
 
-def run_turns(coro_fn: Any) -> Any:
-    """Run *coro_fn* on a fresh event loop; an invalid config is printed, not raised."""
+class Thinking:
+    """A "thinking…" spinner on stderr while the model works, only when stderr is a terminal.
+
+    The first frame is drawn on entry and the line is wiped on exit, so nothing of it is
+    left in the scrollback; piped or ``--json`` output never sees it.
+    """
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    INTERVAL = 0.1  # seconds between frames: an animation timer, not a synchronisation
+
+    def __init__(self, enabled: bool | None = None, stream: Any = None) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = _is_tty(self.stream) if enabled is None else enabled and _is_tty(self.stream)
+        self._thread: Any = None
+
+    def __enter__(self) -> Thinking:
+        if self.enabled:
+            import threading
+
+            self._stop = threading.Event()
+            self._draw(0)
+            self._thread = threading.Thread(target=self._spin, name="fermix-thinking", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+    def _draw(self, frame: int) -> None:
+        self.stream.write(f"\r{self.FRAMES[frame % len(self.FRAMES)]} thinking…")
+        self.stream.flush()
+
+    def _spin(self) -> None:
+        frame = 1
+        while not self._stop.wait(self.INTERVAL):
+            self._draw(frame)
+            frame += 1
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def run_turns(coro_fn: Any, *, thinking: bool = False) -> Any:
+    """Run *coro_fn* on a fresh event loop; an invalid config is printed, not raised.
+
+    *thinking* shows the spinner (on a terminal) until the loop returns.
+    """
     import anyio
 
+    from fermix_core.cli.errors import user_error
     from fermix_core.config import ConfigError
 
     try:
-        return anyio.run(coro_fn)
+        with Thinking(enabled=thinking):
+            return anyio.run(coro_fn)
     except ConfigError as exc:
         sys.stderr.write(f"config.toml is not valid — fix it, then retry:\n{exc}\n")
+        raise TurnsFailed(1) from exc
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"fermix: {message}\n")
         raise TurnsFailed(1) from exc
 
 
@@ -157,7 +219,7 @@ def ask_command(prompt: str, *, session: str, stdin: bool, as_json: bool) -> int
             return await local.ask(text)
 
     try:
-        result = run_turns(main)
+        result = run_turns(main, thinking=not as_json)
     except TurnsFailed as exc:
         return exc.code
     if in_process and "/confirm " in str(result.get("reply", "")):

@@ -219,7 +219,8 @@ def _render(info: dict[str, Any]) -> str:
     lines.append(f"  set:           {', '.join(shown) or '(none)'}")
     lines.append("protected (denied in every mode, even inside a granted folder):")
     for entry in info["protected"]:
-        suffix = "" if entry["kind"] == "tree" else " (this file)"
+        # "exact" entries protect the path itself, not what lies below it ("/" is one).
+        suffix = "" if entry["kind"] == "tree" else " (this path only, not below)"
         lines.append(f"  {entry['path']}{suffix} — {entry['reason']}")
     lines.append("write-protected (readable, never written):")
     for entry in info["write_protected"]:

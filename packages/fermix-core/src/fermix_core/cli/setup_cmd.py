@@ -33,6 +33,11 @@ def setup(
     step: list[str] = typer.Option(
         [], "--step", help="Run only this step (repeatable), e.g. --step provider."
     ),
+    reconfigure: bool = typer.Option(
+        False,
+        "--reconfigure",
+        help="Ask again for what is already set up (channels, their ids and credentials).",
+    ),
 ) -> None:
     """Configure Fermix step by step (or non-interactively with flags)."""
     from fermix_core.cli.context import load_for_cli
@@ -59,6 +64,8 @@ def setup(
     interactive = not non_interactive and sys.stdin.isatty()
     try:
         options = parse_step_args(context.assembly, ctx.args)
+        if reconfigure:
+            options["--reconfigure"] = True
         result = run_setup(
             context.assembly, interactive=interactive, options=options, only=step or None
         )

@@ -11,6 +11,13 @@ import anyio
 from fermix_core.daemon.protocol import PROTOCOL_VERSION, RemoteError, encode, read_frame
 from fermix_core.daemon.stream import SocketByteStream
 
+#: What a client says when the daemon vanished mid-request (killed, crashed, restarted).
+_GONE = (
+    "the daemon stopped before it answered (it was stopped, killed or crashed); nothing was "
+    "lost on this side — see `fermix logs` for why, start it again with `fermix start`, "
+    "and repeat the request"
+)
+
 
 class DaemonUnavailable(Exception):
     """No daemon answers on the socket (not running, or a stale socket file)."""
@@ -38,6 +45,12 @@ class DaemonClient:
             await self._stream.aclose()
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        try:
+            return await self._call(method, params)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError) as exc:
+            raise DaemonUnavailable(_GONE) from exc
+
+    async def _call(self, method: str, params: dict[str, Any] | None) -> Any:
         request_id = next(self._ids)
         await self._stream.send(
             encode(
@@ -47,7 +60,7 @@ class DaemonClient:
         while True:
             message = await read_frame(self._stream)
             if message is None:
-                raise DaemonUnavailable("the daemon closed the connection before answering")
+                raise DaemonUnavailable(_GONE)
             if message.get("id") != request_id:
                 continue  # a late answer to an abandoned request
             if "error" in message:

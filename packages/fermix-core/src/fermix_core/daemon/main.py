@@ -102,15 +102,21 @@ def ready_line(runtime: Any, service: Any) -> str:
     """One line for the terminal: where the daemon listens and how to reach it."""
     from fermix_core.specs import ChannelSpec
 
+    configured = {
+        name
+        for name in runtime.registry.typed(ChannelSpec)
+        if runtime.config.section(f"fermix_channels.{name}") is not None
+    }
     running = getattr(service, "channels", None)
     if running is not None:
-        channels = [f"{h['name']} {h['state']}" for h in running.health() if h["enabled"]]
-    else:
+        # Configured channels with their state, and any default-on one that actually runs.
         channels = [
-            name
-            for name in sorted(runtime.registry.typed(ChannelSpec))
-            if runtime.config.section(f"fermix_channels.{name}") is not None
+            f"{h['name']} {h['state']}"
+            for h in running.health()
+            if h["enabled"] and (h["name"] in configured or h["state"] in ("ready", "starting"))
         ]
+    else:
+        channels = sorted(configured)
     ingress = getattr(service, "ingress", None)
     http = f"; http: {ingress.url}" if ingress is not None and ingress.url else ""
     plan = getattr(service, "routes", None)
@@ -176,6 +182,9 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
     from fermix_core.jobs.control import control_handlers
 
     jobs = control_handlers(lambda: service.jobs.service if service.jobs else None, MethodError)
+    from fermix_core.skills.control import control_handlers as skill_handlers
+
+    jobs.update(skill_handlers(lambda: service.skills, MethodError))
     return {
         "status": status,
         "health": health,

@@ -40,6 +40,25 @@ LOCAL_CHANNELS = frozenset({"cli", "api", "job"})
 PortLookup = Callable[[str], Any]
 
 
+#: Channel health states in which the adapter can take a message.
+SENDABLE_STATES = frozenset({"ready", "degraded"})
+
+
+def channel_port(service: Any, name: str) -> Any:
+    """The reply port of the running channel *name* in *service*, or ``None``.
+
+    The daemon's channel runtime (``service.channels``) keeps one slot per channel with its
+    outbound port; only a channel whose adapter is up (ready or degraded) is offered.
+    """
+    runtime = getattr(service, "channels", None)
+    slots = getattr(runtime, "slots", None) or {}
+    slot = slots.get(name)
+    if slot is None or getattr(slot, "port", None) is None:
+        return None
+    state = getattr(getattr(slot, "health", None), "state", None)
+    return slot.port if state in SENDABLE_STATES else None
+
+
 class DeliveryError(ValueError):
     """A delivery mode or target that cannot be accepted; the message says what to give."""
 

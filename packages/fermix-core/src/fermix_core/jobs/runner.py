@@ -198,6 +198,10 @@ class _Deadline(Exception):
         self.message = message
 
 
+class JobSkillError(Exception):
+    """A run's bound skill cannot confine it (gone, or granting nothing to a guest)."""
+
+
 class JobRunner:
     """Runs a claimed run to its settled row, then delivers it. Called by the scheduler."""
 
@@ -217,8 +221,11 @@ class JobRunner:
         tracer: Any = None,
         config: Any = None,
         conversations: Any = None,
+        skills: Any = None,
     ) -> None:
         self.store = store
+        #: The running skill registry, for jobs bound with ``skill_name``.
+        self.skills = skills
         self.capabilities = capabilities
         self.routes = routes
         self.clock = clock
@@ -239,11 +246,17 @@ class JobRunner:
 
     async def __call__(self, job: JobRecord, run: RunRecord, release: str) -> None:
         config = run.config or {}
-        snapshot = self.snapshot_for(job, config)
-        system = self.system_prompt(job, snapshot)
+        try:
+            snapshot = self.snapshot_for(job, config)
+        except JobSkillError as exc:  # fails loud: never runs unconfined
+            snapshot, system = None, ""
+            outcome = RunOutcome(status="failed", error=str(exc))
+        else:
+            system = self.system_prompt(job, snapshot)
         await self.store.start_run(run.id, now=self.clock.now(), prompt_snapshot=system)
         self._trace("agent_event", run.session_id, event="job_run_start", job_id=job.id)
-        outcome = await self._execute(job, run, config, snapshot, system)
+        if snapshot is not None:
+            outcome = await self._execute(job, run, config, snapshot, system)
         with anyio.CancelScope(shield=True):
             try:
                 await self.store.settle(
@@ -280,7 +293,12 @@ class JobRunner:
     # ------------------------------------------------------------------ pieces
 
     def snapshot_for(self, job: JobRecord, config: Mapping[str, Any]) -> Any:
-        """The creator-trust surface, narrowed by ``allowed_tools``; never wider."""
+        """The creator-trust surface, narrowed by ``allowed_tools`` and the bound skill's
+        confinement (:func:`fermix_core.skills.skill_surface`); never wider.
+
+        A bound skill that no longer loads raises :class:`JobSkillError`: the run fails
+        loud instead of running unconfined.
+        """
         from fermix_core.agent.capabilities import BRIDGE_NAMES, Capabilities
 
         trust = Trust(config.get("trust", job.trust))
@@ -289,6 +307,24 @@ class JobRunner:
         specs = {n: s for n, s in base.specs.items() if n not in BRIDGE_NAMES}
         if allowed is not None:
             specs = {n: s for n, s in specs.items() if n in set(allowed)}
+        skill_name = config.get("skill_name", job.skill_name)
+        if skill_name:
+            from fermix_core.skills import skill_surface
+
+            skill = self.skills.get(skill_name) if self.skills is not None else None
+            if skill is None:
+                raise JobSkillError(
+                    f"the job is bound to skill {skill_name!r}, which is not loaded now; fix "
+                    "or restore the skill (skill_reload), or rebind the job with update_job"
+                )
+            confined = skill_surface(skill, self.capabilities, specs, trust)
+            if trust is not Trust.OPERATOR and not confined.specs:
+                raise JobSkillError(
+                    f"skill {skill_name!r} grants nothing under guest trust; the run did not start"
+                )
+            trust = confined.trust
+            base = self.capabilities.snapshot(trust)
+            specs = {n: s for n, s in confined.specs.items() if n not in BRIDGE_NAMES}
         if trust is not Trust.OPERATOR:
             specs.pop("subagents", None)
         if specs.keys() == {n for n in base.specs if n not in BRIDGE_NAMES}:
@@ -311,6 +347,9 @@ class JobRunner:
             job_id=job.id,
             description=f" — {job.description}" if job.description else "",
         )
+        skill = self.skills.get(job.skill_name) if job.skill_name and self.skills else None
+        if skill is not None:
+            prompt = f"{prompt}\n\n## Skill: {skill.name}\n\n{skill.body}"
         catalog = snapshot.catalog() if snapshot.specs else NO_TOOLS
         plugins = snapshot.plugins_section() if snapshot.specs else ""
         return "\n\n".join(part for part in (prompt, catalog, plugins) if part)
@@ -402,7 +441,8 @@ class JobRunner:
         from fermix_core.agent import AgentLoop
         from fermix_core.routing.messages import user_message
 
-        trust = Trust(config.get("trust", job.trust))
+        # The snapshot's trust: a plugin skill binding lowers an operator job to guest.
+        trust = Trust(getattr(snapshot, "trust", None) or config.get("trust", job.trust))
         ctx = self.context_for(job, run, trust)
         task = str(config.get("task_prompt") or job.task_prompt)
         deadline = started + float(config.get("timeout_seconds") or job.timeout_seconds)

@@ -49,6 +49,8 @@ MAX_CONCURRENT_RUNS = 4
 _BATCH = 64
 #: Never re-check sooner than this when a due job could not be claimed (another process).
 _MIN_RETRY_S = 1.0
+#: After a store failure, the next pass is this far away (a wake still comes sooner).
+_ERROR_S = 30.0
 
 CRASH_REASON = (
     "the daemon stopped while this run was in progress (killed or crashed); the run was not "
@@ -67,6 +69,9 @@ class TickReport:
     disabled: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     waiting: int = 0
+    #: The earliest due/expiry time when the pass changed nothing (so no second read).
+    next_due: float | None = None
+    changed: bool = True
 
 
 def session_id_for(job_id: str, now: float) -> str:
@@ -161,15 +166,22 @@ class Scheduler:
                 task_status.started()
                 while True:
                     self._wake = anyio.Event()
-                    report = await self.tick()
-                    await self._sleep(await self._delay(report))
+                    try:
+                        report = await self.tick()
+                        delay = await self._delay(report)
+                    except JobStoreError as exc:
+                        # memory.db unusable for now (disk full, locked too long): keep the
+                        # daemon up and look again later rather than take it down.
+                        log.error("scheduler pass failed (%s); retrying in %.0f s", exc, _ERROR_S)
+                        delay = _ERROR_S
+                    await self._sleep(delay)
         finally:
             self._tg = None
 
     async def _delay(self, report: TickReport) -> float | None:
         if len(self._active) >= self.max_concurrent:
             return None  # only a freed slot can make progress; it wakes us
-        nxt = await self.store.next_due_at()
+        nxt = report.next_due if not report.changed else await self.store.next_due_at()
         if nxt is None:
             return None
         delay = nxt - self.clock.now()
@@ -219,12 +231,19 @@ class Scheduler:
         """Expire, disable, skip and claim what is due now; start what was claimed."""
         report = TickReport()
         now = self.clock.now()
-        report.expired = await self.store.expire_due(now)
+        scan = await self.store.scan(now, _BATCH)
+        report.expired = scan.expired
         for job_id in report.expired:
             log.info("job %s expired", job_id)
+        if not scan.due:  # an idle pass: one store round trip in all
+            report.next_due, report.changed = scan.next_due, False
+            return report
         seen: set[str] = set()
+        first: list[JobRecord] | None = scan.due
         while True:
-            batch = [j for j in await self.store.due_jobs(now, _BATCH) if j.id not in seen]
+            rows = first if first is not None else await self.store.due_jobs(now, _BATCH)
+            first = None
+            batch = [j for j in rows if j.id not in seen]
             if not batch:
                 break
             for job in batch:

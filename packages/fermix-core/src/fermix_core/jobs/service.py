@@ -9,7 +9,8 @@ by the CLI or by an embedding app is checked the same way:
   rejected); the run can never be wider than the creator's trust;
 * ``provider`` + ``model`` are both-or-neither and are validated by resolving the cron route
   with that pin — the same resolution the runner does at run time;
-* ``skill_name`` is rejected while no skill registry exists;
+* ``skill_name`` must name a loaded skill (rejected without a skill registry), and a guest
+  job naming a skill that grants it no tool under guest trust is refused;
 * delivery is resolved to a concrete destination once, here, and stored.
 """
 
@@ -186,7 +187,7 @@ class JobService:
         visible_tools: Callable[[Trust], Collection[str]] = lambda trust: (),
         channels: Collection[str] = (),
         check_pin: PinCheck | None = None,
-        skills_available: bool = False,
+        skills: Any = None,
     ) -> None:
         self.store = store
         self.scheduler = scheduler
@@ -195,7 +196,8 @@ class JobService:
         self.visible_tools = visible_tools
         self.channels = frozenset(channels)
         self.check_pin = check_pin
-        self.skills_available = skills_available
+        #: The running skill registry (``None``: skills are not available here).
+        self.skills = skills
 
     # ------------------------------------------------------------------ create
 
@@ -230,7 +232,7 @@ class JobService:
             )
         expiry = self._expiry(expires_at, zone, now)
         tools = self._tools(creator, trust, allowed_tools)
-        self._skill(skill_name)
+        self._skill(skill_name, trust)
         await self._pin(provider, model)
         timeout, inactivity = self._timeouts(timeout_seconds, inactivity_timeout_seconds)
         mode, target, note = self._delivery(creator, delivery_mode, delivery_target)
@@ -244,6 +246,7 @@ class JobService:
             description=(description or "").strip(),
             creator=self._creator_record(creator),
             allowed_tools=tools,
+            skill_name=skill_name,
             provider=provider,
             model=model,
             delivery_mode=mode,
@@ -310,7 +313,8 @@ class JobService:
             if job.status == "completed":
                 changes["status"] = "scheduled"
         if skill_name is not None:
-            self._skill(skill_name)
+            self._skill(skill_name, Trust(job.trust))
+            changes["skill_name"] = skill_name
         if clear_route_pin:
             if provider is not None or model is not None:
                 raise JobError(
@@ -488,9 +492,23 @@ class JobService:
             )
         return wanted
 
-    def _skill(self, skill_name: str | None) -> None:
-        if skill_name is not None and not self.skills_available:
+    def _skill(self, skill_name: str | None, trust: Trust) -> None:
+        if skill_name is None:
+            return
+        if self.skills is None:
             raise JobError(SKILLS_UNAVAILABLE)
+        skill = self.skills.get(skill_name)
+        if skill is None:
+            known = ", ".join(sorted(self.skills.skills)) or "none"
+            raise JobError(f"skill_name {skill_name!r} is not a loaded skill; skills: {known}")
+        if trust is not Trust.OPERATOR:
+            visible = set(self.visible_tools(trust))
+            granted = visible if skill.allowed_tools is None else visible & set(skill.allowed_tools)
+            if not granted:
+                raise JobError(
+                    f"skill {skill_name!r} grants no tool under guest trust, so a guest job "
+                    "bound to it could do nothing; leave skill_name out"
+                )
 
     async def _pin(self, provider: str | None, model: str | None) -> None:
         if (provider is None) != (model is None):

@@ -27,7 +27,7 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,6 +54,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "JobStore",
     "JobStoreSchemaError",
+    "Scan",
     "SqliteJobStore",
 ]
 
@@ -165,6 +166,16 @@ class JobStoreSchemaError(JobStoreError):
 # --------------------------------------------------------------------------- contract
 
 
+@dataclass
+class Scan:
+    """One scheduler pass's read: what expired, what is due, and the earliest next time."""
+
+    expired: list[str]
+    due: list[JobRecord]
+    #: ``next_due_at()`` as of this scan (after the expiries, before any claim).
+    next_due: float | None
+
+
 class JobStore(ABC):
     """What the scheduler, the runner, the job tools and the CLI need from durable state.
 
@@ -201,6 +212,16 @@ class JobStore(ABC):
     @abstractmethod
     async def due_jobs(self, now: float, limit: int) -> list[JobRecord]:
         """Up to *limit* ``scheduled`` jobs due at *now*, earliest first."""
+
+    async def scan(self, now: float, limit: int) -> Scan:
+        """:meth:`expire_due`, :meth:`due_jobs` and :meth:`next_due_at` in one go.
+
+        A backend may answer it in one round trip (the SQLite store does: one worker-thread
+        hop per idle pass instead of three); this default composes the three calls.
+        """
+        expired = await self.expire_due(now)
+        due = await self.due_jobs(now, limit)
+        return Scan(expired, due, await self.next_due_at())
 
     @abstractmethod
     async def claim(
@@ -515,6 +536,10 @@ class SyncJobStore:
                 )
         return ids
 
+    def scan(self, now: float, limit: int) -> Scan:
+        expired = self.expire_due(now)
+        return Scan(expired, self.due_jobs(now, limit), self.next_due_at())
+
     def due_jobs(self, now: float, limit: int) -> list[JobRecord]:
         rows = self.conn.execute(
             f"{_SELECT_JOB} WHERE status = 'scheduled' AND next_run_at <= ? "
@@ -738,6 +763,9 @@ class SqliteJobStore(JobStore):
 
     async def expire_due(self, now: float) -> list[str]:
         return await self._call(SyncJobStore.expire_due, now)
+
+    async def scan(self, now: float, limit: int) -> Scan:
+        return await self._call(SyncJobStore.scan, now, limit)
 
     async def claim(
         self,

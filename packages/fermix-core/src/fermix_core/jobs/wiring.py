@@ -1,24 +1,25 @@
 """Assembling jobs inside the running service: store, routes, runner, scheduler, service.
 
-:class:`FermixService` opens one :class:`JobsRuntime` next to the conversation store. The
-daemon also starts its scheduler (``await tg.start(jobs.scheduler.serve)``); an in-process
-``fermix ask`` or an embedding app gets the job service (so ``schedule_job`` works there
-too) without a scheduler of its own — the daemon picks new jobs up from ``memory.db``.
+:class:`FermixService` opens one :class:`JobsRuntime` next to the conversation store when
+it runs as the daemon (``running(runtime, scheduler=True)``) and starts its scheduler. A
+one-shot caller (an in-process ``fermix ask``, an embedding app by default) opens no jobs at
+all — it costs that path nothing — and the job tools answer that jobs live in the daemon.
 
 Routes: a job without a pin resolves the chain **at every run** (``purpose="cron"``, so
 ``[fermix_core.routing] cron_*`` applies), a pinned job lays its provider/model on top. The
 providers built for runs come from one pool owned here, so runs share connections.
 
-Delivery's seam to channels is :attr:`JobsRuntime.ports`: a mapping from channel name to
-that running channel's reply port. It is empty until channel adapters run inside the
-service and register their ports there; until then a channel delivery is retried and then
-recorded on the run as failed ("no running adapter"), with the result kept on the run.
+Delivery reaches channels through *ports*, a lookup from channel name to that running
+channel's reply port; the service passes :func:`~fermix_core.jobs.delivery.channel_port`
+over its channel runtime. A channel that is not running (not configured, or an in-process
+``ask`` with no channels) answers ``None``: the delivery is retried and then recorded on the
+run as failed ("no running adapter"), with the result kept on the run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fermix_core.jobs.clock import Clock, SystemClock
@@ -44,14 +45,11 @@ class JobsRuntime:
         store: SqliteJobStore,
         scheduler: Scheduler,
         service: JobService,
-        ports: MutableMapping[str, Any],
         closers: list[Any],
     ) -> None:
         self.store = store
         self.scheduler = scheduler
         self.service = service
-        #: channel name → reply port of that running channel (filled by channel adapters).
-        self.ports = ports
         self._closers = closers
 
     @classmethod
@@ -63,8 +61,9 @@ class JobsRuntime:
         services: Mapping[str, Any],
         tracer: Any = None,
         conversations: Any = None,
+        skills: Any = None,
         clock: Clock | None = None,
-        ports: MutableMapping[str, Any] | None = None,
+        ports: Callable[[str], Any] | None = None,
     ) -> JobsRuntime:
         import httpx
 
@@ -86,7 +85,6 @@ class JobsRuntime:
         auth_store = AuthStore(runtime.home.auth_file)
         http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
         pool = ProviderPool(runtime.registry, http=http, auth_store=auth_store)
-        ports = ports if ports is not None else {}
 
         async def plan_for(provider: str | None, model: str | None, origin: str) -> Any:
             override = (
@@ -120,7 +118,7 @@ class JobsRuntime:
         def visible(trust: Trust) -> set[str]:
             return {n for n in capabilities.snapshot(trust).specs if n not in BRIDGE_NAMES}
 
-        deliverer = Deliverer(store, ports.get, clock)
+        deliverer = Deliverer(store, ports or (lambda name: None), clock)
         runner = JobRunner(
             store=store,
             capabilities=capabilities,
@@ -134,6 +132,7 @@ class JobsRuntime:
             tracer=tracer,
             config=config,
             conversations=conversations,
+            skills=skills,
         )
         # The runner reads the service's live services mapping (memory, sandbox …) per run.
         runner.services = services  # type: ignore[assignment]
@@ -152,12 +151,12 @@ class JobsRuntime:
             visible_tools=visible,
             channels=set(runtime.registry.typed(ChannelSpec)),
             check_pin=check_pin,
+            skills=skills,
         )
         return cls(
             store=store,
             scheduler=scheduler,
             service=service,
-            ports=ports,
             closers=[pool.aclose_all, http.aclose, store.aclose],
         )
 

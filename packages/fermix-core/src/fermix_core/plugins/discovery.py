@@ -100,14 +100,23 @@ def discover(
     if entry_points is None:
         entry_points = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     records: list[PluginRecord] = []
+    # ``Distribution.name`` and ``.version`` each re-read and re-parse METADATA with the
+    # email parser, and entry points of one distribution share its object: ask it once.
+    identities: dict[int, tuple[str, str | None]] = {}
     for ep in entry_points:
         dist = getattr(ep, "dist", None)
+        identity = None
+        if dist is not None:
+            identity = identities.get(id(dist))
+            if identity is None:
+                identity = (canonical_dist_name(dist.name), dist.version)
+                identities[id(dist)] = identity
         records.append(
             PluginRecord(
                 name=ep.name,
                 value=ep.value,
-                distribution=canonical_dist_name(dist.name) if dist is not None else None,
-                version=dist.version if dist is not None else None,
+                distribution=identity[0] if identity else None,
+                version=identity[1] if identity else None,
             )
         )
     records.sort(key=lambda r: (not r.first_party, r.name, r.distribution or ""))

@@ -87,11 +87,21 @@ def _explain(error: BaseException, label: str | None) -> str:
     if kind is ErrorKind.TIMEOUT:
         return f"{who} did not answer in time — try again."
     if kind in (ErrorKind.TRANSPORT, ErrorKind.CONNECTION_UNAVAILABLE):
+        if error.url:
+            return (
+                f"Could not reach {who} at {error.url} (network problem) — check the "
+                f"connection and [fermix_core.providers.{name}] base_url, then try again."
+            )
         return f"Could not reach {who} (network problem) — check the connection and try again."
     if kind is ErrorKind.CONTENT_FILTER:
         return f"{who} declined to answer this (content filter) — rephrase the request."
     if kind is ErrorKind.UNSUPPORTED_INPUT:
         return _sentence(detail) if detail else f"{who} cannot take this input."
     if kind is ErrorKind.INVALID_REQUEST:
+        if error.status == 404 and error.url and detail.startswith("no API at "):
+            return (
+                f"There is no {who} API at {error.url} — check [fermix_core.providers.{name}] "
+                "base_url (`fermix config get` shows it)."
+            )
         return f"{who} rejected the request: {_sentence(detail or 'no reason given')}"
     return f"{who} failed: {_sentence(detail or 'no reason given')} Try again."

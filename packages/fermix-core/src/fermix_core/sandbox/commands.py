@@ -430,7 +430,11 @@ class CommandChecker(CatastropheRules):
 
     def _read_script(self, path_text: str, what: str) -> str | None:
         """The text of a script file the command runs, so it is checked like a ``-c``
-        body. A script that does not exist yet cannot be judged: refused."""
+        body — for catastrophes only: a project's own scripts (``./gradlew``) may use
+        programs outside the profile, as the profile has always allowed. A script that
+        does not exist yet cannot be judged: refused."""
+        if self.enforce_profile:
+            return None
         path = Path(path_text)
         if not path.is_absolute():
             if self.cwd is None:

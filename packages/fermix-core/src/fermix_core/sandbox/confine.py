@@ -210,6 +210,12 @@ def wrap(
             [found.program, "-p", profile, *argv], child_env, True, backend="sandbox-exec"
         )
     child_env["TMPDIR"] = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox
+    # Caches (pip, uv, go, …) default to ~/.cache, which is read-only outside open mode:
+    # give them the private /tmp unless the configured one is writable here.
+    cache = child_env.get("XDG_CACHE_HOME", "")
+    writable = plan.roots if plan.write else ()
+    if not cache or not any(_inside(Path(cache), root) for root in writable):
+        child_env["XDG_CACHE_HOME"] = "/tmp/.cache"  # noqa: S108
     return Launch(
         [found.program, *bwrap_args(plan), "--", *argv], child_env, True, backend="bubblewrap"
     )
@@ -260,6 +266,10 @@ def sandbox_exec_profile(plan: Plan) -> str:
     if not plan.network:
         lines.append('(deny network* (remote ip) (remote unix-socket (path-regex #"^/")))')
     return "\n".join(lines)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
 
 def _sb(path: Path) -> str:

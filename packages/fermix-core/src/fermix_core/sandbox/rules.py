@@ -249,6 +249,10 @@ class CatastropheRules:
             self._rsync(args)
         elif name == "git":
             self._git_clean(args)
+        elif name == "fermix":
+            self._fermix(texts)
+        elif name in ("uv", "uvx", "pipx") and "fermix" in texts:
+            self._fermix(texts[texts.index("fermix") + 1 :])
         if name == "rm":
             self._rm(args)
         elif name in ("chmod", "chown", "chgrp"):
@@ -347,6 +351,22 @@ class CatastropheRules:
                 self._disaster_target(target, f"recursively {name}")
             elif any(path == "/" for path in self._targets(target)):
                 raise refuse(f"`{name}` of / changes the whole file system", name)
+
+    def _fermix(self, texts: list[str]) -> None:
+        """The agent must not widen its own sandbox through the owner's CLI."""
+        words = [t for t in texts if not t.startswith("-")]
+        head = words[:2]
+        widening = (
+            head[:1] in (["grant"], ["revoke"], ["setup"])
+            or head in (["config", "set"], ["config", "unset"], ["config", "edit"])
+            or head == ["sandbox", "approve"]
+        )
+        if widening:
+            raise refuse(
+                f"`fermix {' '.join(head)}` changes Fermix's own settings or sandbox, which "
+                "only the owner may do (in their own terminal, or with /sandbox and /confirm)",
+                "fermix",
+            )
 
     def _rsync(self, args: list[Word]) -> None:
         """``rsync --delete SRC DEST`` makes DEST a copy of SRC: an empty SRC empties it."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Container, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from fermix_core.secrets.base import (
@@ -82,11 +82,16 @@ def store_plaintext_secrets(
     """
     report = SecretMigration()
     pending: list[tuple[tuple[str, ...], str, str]] = []
+    #: Slots that never read their canonical variable (the Telegram bot token): the
+    #: failure message must not advise exporting it.
+    closed: set[tuple[str, ...]] = set()
     for item in fields:
         path, env, _ = field_parts(item)
         value = _lookup(document, path)
         if is_plaintext(value) and env:
             pending.append((path, env, str(value)))
+            if getattr(item, "overridable", True) is False:
+                closed.add(path)
     if not pending:
         return report
 
@@ -122,23 +127,33 @@ def store_plaintext_secrets(
             blocked.append((path, env, problem))
 
     if blocked:
-        raise SecretStoreError(_store_failure_message(blocked))
+        raise SecretStoreError(_store_failure_message(blocked, closed))
     for path in moved:
         _assign(document, path, KEYRING_MARKER)
         report.moved.append(dotted(path))
     return report
 
 
-def _store_failure_message(blocked: list[tuple[tuple[str, ...], str, str]]) -> str:
+def _store_failure_message(
+    blocked: list[tuple[tuple[str, ...], str, str]], closed: Container[tuple[str, ...]] = ()
+) -> str:
     slots = ", ".join(dotted(path) for path, _, _ in blocked)
     problems = "; ".join(sorted({problem for _, _, problem in blocked}))
-    env = blocked[0][1]
-    return (
+    keyring = (
         f"cannot store new secret(s) {slots}: {problems}. Nothing was written. Fix one of: "
         "install and unlock an OS keyring (on Linux a Secret Service such as gnome-keyring, "
         "with a D-Bus session; on macOS the login keychain); or keep the secret out of "
-        f'config.toml with {{ source = "env", env = "{env}" }} or '
-        '{ source = "command", command = ["pass", "show", "fermix/key"] }; '
+        "config.toml with "
+    )
+    command = '{ source = "command", command = ["pass", "show", "fermix/key"] }'
+    open_slots = [(path, env) for path, env, _ in blocked if path not in closed]
+    if not open_slots:
+        # These slots are never read from their own variable, so exporting it would do
+        # nothing; a helper command (or the keyring) is the way.
+        return keyring + command
+    env = open_slots[0][1]
+    return (
+        keyring + f'{{ source = "env", env = "{env}" }} or {command}; '
         f"or export {env} in the daemon's environment"
     )
 

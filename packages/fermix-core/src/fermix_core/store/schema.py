@@ -67,6 +67,11 @@ def probe_version(path: Path) -> int | None:
     """
     if not path.exists():
         return None
+    if path.is_dir():
+        raise StoreError(
+            f"{path} is a directory, not Fermix's database; move it aside (`mv {path} "
+            f"{path}.old`) and Fermix creates a new, empty one (it was left untouched)"
+        )
     uri = f"file:{quote(str(path))}?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=5.0)

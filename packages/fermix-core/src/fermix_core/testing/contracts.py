@@ -37,9 +37,11 @@ import pytest
 from fermix_core.channel import (
     Channel,
     ChannelCapabilityError,
+    ChannelRateLimited,
     InboundMessage,
     OutboundMessage,
     SentMessage,
+    WebhookRoute,
 )
 from fermix_core.memory.backend import (
     MemoryBackend,
@@ -61,6 +63,10 @@ __all__ = [
     "Scenario",
     "ToolContract",
 ]
+
+
+#: The dialects the presentation package renders (``telegram_html`` is ``telegram``).
+CHANNEL_DIALECTS = ("telegram", "telegram_html", "discord", "slack", "whatsapp", "signal", "plain")
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -226,14 +232,30 @@ class ProviderContract:
 
 class ChannelContract:
     """The channel contract. Supply :meth:`make_channel`, :meth:`trigger_inbound` and
-    :meth:`sent_texts` (the last two drive and observe your fake platform)."""
+    :meth:`sent_texts` (the last two drive and observe your fake platform); optionally
+    :meth:`provoke_rate_limit` to check that a platform's 429 comes out typed.
+
+    Every call into the adapter runs under a deadline (:attr:`inbound_timeout`), so an
+    adapter that hangs fails its test instead of hanging the suite.
+    """
 
     pytestmark: ClassVar[Any] = pytest.mark.anyio
 
     #: A chat the fake platform accepts sends to.
     chat_id: ClassVar[str] = "contract-chat"
-    #: Upper bound for an inbound message to arrive; a failure bound, never a wait.
+    #: Upper bound for any one adapter call or an inbound message to arrive; a failure
+    #: bound, never a wait.
     inbound_timeout: ClassVar[float] = 10.0
+
+    async def provoke_rate_limit(self, channel: Channel, chat_id: str) -> bool:
+        """Make the fake platform answer the next send to *chat_id* with its rate-limit
+        response (HTTP 429, flood control); return ``True`` when done. The default returns
+        ``False`` and the rate-limit check is skipped."""
+        return False
+
+    async def _within(self, call: Any) -> Any:
+        with anyio.fail_after(self.inbound_timeout):
+            return await call
 
     def make_channel(self) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement make_channel()")
@@ -282,7 +304,9 @@ class ChannelContract:
 
     async def test_send_returns_an_id_and_reaches_the_platform(self) -> None:
         async with self._running() as (channel, _):
-            sent = await channel.send(OutboundMessage(chat_id=self.chat_id, text="contract ping"))
+            sent = await self._within(
+                channel.send(OutboundMessage(chat_id=self.chat_id, text="contract ping"))
+            )
             texts = await self.sent_texts(channel, self.chat_id)
         assert isinstance(sent, SentMessage)
         assert sent.message_id
@@ -290,7 +314,9 @@ class ChannelContract:
 
     async def test_optional_abilities_match_their_flags(self) -> None:
         async with self._running() as (channel, _):
-            sent = await channel.send(OutboundMessage(chat_id=self.chat_id, text="contract draft"))
+            sent = await self._within(
+                channel.send(OutboundMessage(chat_id=self.chat_id, text="contract draft"))
+            )
             abilities = [
                 (channel.supports_typing, lambda: channel.typing(self.chat_id)),
                 (
@@ -305,10 +331,76 @@ class ChannelContract:
             ]
             for supported, call in abilities:
                 if supported:
-                    await call()
+                    await self._within(call())
                 else:
                     with pytest.raises(ChannelCapabilityError):
-                        await call()
+                        await self._within(call())
+
+    async def test_declared_abilities_are_implemented(self) -> None:
+        channel = await _maybe_await(self.make_channel())
+        for flag, method in (
+            ("supports_edit", "edit"),
+            ("supports_delete", "delete"),
+            ("supports_reactions", "react"),
+            ("supports_typing", "typing"),
+        ):
+            if getattr(channel, flag):
+                implemented = getattr(type(channel), method) is not getattr(Channel, method)
+                assert implemented, f"{flag} is true but {method}() is not implemented"
+
+    async def test_presentation_attributes_are_usable(self) -> None:
+        channel = await _maybe_await(self.make_channel())
+        assert channel.dialect in CHANNEL_DIALECTS or callable(
+            getattr(channel, "channel_profile", None)
+        ), f"unknown dialect {channel.dialect!r}; use one of {', '.join(CHANNEL_DIALECTS)}"
+        assert isinstance(channel.max_text, int)
+        assert channel.max_text >= 64
+        assert channel.text_measure in ("chars", "utf16")
+        for kind, cap in dict(channel.media_caps).items():
+            assert kind in ("image", "audio", "video", "document", "voice"), kind
+            assert isinstance(cap, int), (kind, cap)
+            assert cap > 0, (kind, cap)
+        allowed = channel.reactions_allowed
+        assert allowed is None or (isinstance(allowed, tuple) and all(allowed))
+        if allowed is not None:
+            assert channel.supports_reactions, "reactions_allowed without supports_reactions"
+
+    async def test_webhook_routes_are_well_formed(self) -> None:
+        channel = await _maybe_await(self.make_channel())
+        for route in channel.webhook_routes():
+            assert isinstance(route, WebhookRoute)
+            assert route.path.startswith("/")
+            assert not route.path.startswith("/health")
+            assert route.methods
+            assert set(route.methods) <= {"GET", "POST", "PUT"}
+            assert callable(route.handler)
+            assert route.max_body_bytes > 0
+
+    async def test_start_stop_twice_and_receive_after_a_restart(self) -> None:
+        channel = await _maybe_await(self.make_channel())
+        async with self.make_host(channel) as host:
+            for round_ in (1, 2):  # the runtime restarts the same instance after a crash
+                await self._within(channel.start(host))
+                await self.trigger_inbound(channel, f"contract round {round_}")
+                await host.wait_for_deliveries(round_, timeout=self.inbound_timeout)
+                await self._within(channel.stop())
+                await self._within(channel.stop())
+        assert [m.text for m in host.deliveries] == ["contract round 1", "contract round 2"]
+
+    async def test_rate_limits_are_typed(self) -> None:
+        error: ChannelRateLimited | None = None
+        async with self._running() as (channel, _):
+            provoked = await self.provoke_rate_limit(channel, self.chat_id)
+            if provoked:
+                with pytest.raises(ChannelRateLimited) as info:
+                    await self._within(
+                        channel.send(OutboundMessage(chat_id=self.chat_id, text="too fast"))
+                    )
+                error = info.value
+        if error is None:
+            pytest.skip("provoke_rate_limit() not supplied for this platform")
+        wait = error.retry_after
+        assert wait is None or wait >= 0
 
     async def test_stop_is_idempotent(self) -> None:
         channel = await _maybe_await(self.make_channel())

@@ -210,6 +210,17 @@ class JobStoreContract:
         assert (await store.get_job("a")).status == "expired"
         assert await store.next_due_at() == T0 + 600
 
+    async def test_scan_is_expire_due_and_next_in_one(self, store: Any) -> None:
+        await store.create_job(make_job("a", next_run_at=T0 + 10))
+        await store.create_job(make_job("b", next_run_at=T0 + 900, expires_at=T0 + 50))
+        await store.create_job(make_job("c", next_run_at=T0 + 700))
+        scan = await store.scan(T0 + 60, 10)
+        assert scan.expired == ["b"]
+        assert [j.id for j in scan.due] == ["a"]
+        assert scan.next_due == T0 + 10
+        idle = await store.scan(T0, 10)
+        assert (idle.expired, idle.due, idle.next_due) == ([], [], T0 + 10)
+
     async def test_skip_missed_records_and_advances(self, store: Any) -> None:
         await store.create_job(make_job())
         missed = await store.skip_missed(

@@ -81,7 +81,7 @@ class Reply:
     (``sse`` items become events: a dict/str is data, a ``(event, data)`` tuple names the
     event). ``stall`` never sends the status line; ``stall_after`` stops after that many
     chunks and waits; ``cut_after`` closes the socket after that many chunks without the
-    terminating zero-length chunk.
+    terminating zero-length chunk. ``before_item`` holds a stream between items.
     """
 
     status: int = 200
@@ -92,6 +92,9 @@ class Reply:
     stall: bool = False
     stall_after: int | None = None
     cut_after: int | None = None
+    #: Awaited with each streamed item's index before it is written, so a test can hold
+    #: a stream mid-way until something else happened (an event, never a sleep).
+    before_item: Callable[[int], Awaitable[None]] | None = None
 
     def stream_items(self) -> list[bytes] | None:
         if self.sse is not None:
@@ -214,6 +217,8 @@ class LoopbackServer:
             if reply.stall_after is not None and index >= reply.stall_after:
                 await self._release.wait()
                 return False
+            if reply.before_item is not None:
+                await reply.before_item(index)
             await stream.send(f"{len(item):x}\r\n".encode() + item + b"\r\n")
         if reply.cut_after is not None and reply.cut_after >= len(items):
             return False

@@ -225,3 +225,26 @@ def test_hostile_markdown_is_split_within_the_cap_and_loses_nothing(markdown: st
         assert chunks
         assert all(profile.measure(c.text) <= profile.limit for c in chunks)
         assert "".join(c.plain for c in chunks).rstrip().endswith("deepest")
+
+
+def test_a_third_party_dialect_is_registered_by_name() -> None:
+    from fermix_core.channels.presentation import register_dialect
+    from fermix_core.channels.presentation.dialect import _REGISTERED
+
+    class Shouty(Renderer):
+        name, formatted = "shouty", True
+
+        def text(self, text: str) -> str:
+            return text.upper()
+
+    profile = DialectProfile("shouty-test", Shouty(), 500)
+    try:
+        register_dialect(profile)
+        register_dialect(profile)  # the same profile again is harmless
+        assert present("hello **you**", "shouty-test").chunks[0].text == "HELLO YOU"
+        with pytest.raises(ValueError, match="already registered"):
+            register_dialect(DialectProfile("shouty-test", Shouty(), 100))
+        with pytest.raises(ValueError, match="built in"):
+            register_dialect(DialectProfile("slack", Shouty(), 100))
+    finally:
+        _REGISTERED.pop("shouty-test", None)

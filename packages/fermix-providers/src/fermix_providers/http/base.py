@@ -9,10 +9,12 @@ that decision, with the chunk count this layer measured.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from fermix_core.provider import ErrorKind, Provider, ProviderError, ProviderSettings
@@ -35,6 +37,42 @@ class Timeouts:
 
     def httpx(self) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+
+_VERSION = re.compile(r"/v\d+$")
+
+
+def normalize_base_url(url: str, default: str | None) -> str:
+    """Accept a base URL with or without its API version segment (what can be decided
+    without asking the server).
+
+    Vendors document both forms (``ANTHROPIC_BASE_URL=https://api.anthropic.com``) while
+    the wires append paths after the version (``/messages``, ``/chat/completions``). The
+    default's own host given bare gets the default's path (``https://openrouter.ai`` →
+    ``…/api/v1``); a doubled version segment (``…/v1/v1``) is collapsed. Any other URL is
+    kept as written: see :func:`versioned_fallback` for a bare host elsewhere.
+    """
+    base = url.strip().rstrip("/")
+    version = _VERSION.search(urlsplit(default).path) if default else None
+    if version is None or default is None:
+        return base
+    parts, own = urlsplit(base), urlsplit(default)
+    if parts.path in ("", "/") and (parts.hostname, parts.port) == (own.hostname, own.port):
+        return base + own.path.rstrip("/")
+    segment = version.group(0)
+    while base.endswith(segment + segment):
+        base = base[: -len(segment)]
+    return base
+
+
+def versioned_fallback(base: str, default: str | None) -> str | None:
+    """For a base URL that is only a host (``http://gpu-box:11434``): the same host with the
+    default's version segment, tried once if the bare form answers 404. Servers that serve
+    the API at the root keep working; ones that serve it under ``/v1`` work too."""
+    version = _VERSION.search(urlsplit(default).path) if default else None
+    if version is None or urlsplit(base).path not in ("", "/"):
+        return None
+    return base.rstrip("/") + version.group(0)
 
 
 def new_client() -> httpx.AsyncClient:
@@ -63,7 +101,9 @@ class HttpProvider(Provider):
                 f"{spec.name} has no base_url; set [fermix_core.providers.{spec.name}] base_url",
                 provider=spec.name,
             )
-        self.base_url = base.rstrip("/")
+        self.base_url = normalize_base_url(base, spec.default_base_url)
+        #: Tried once when the bare host answers 404 (then kept when it works).
+        self._fallback_base = versioned_fallback(self.base_url, spec.default_base_url)
         self._owns_client = settings.http is None
         self.client: httpx.AsyncClient = settings.http or new_client()
 
@@ -101,7 +141,11 @@ class HttpProvider(Provider):
         response = await self._send("POST", path, body, stream=False, stats=StreamStats())
         if response.status_code >= 400:
             raise error_from_response(
-                self.name, response.status_code, response.headers, response.text
+                self.name,
+                response.status_code,
+                response.headers,
+                response.text,
+                url=self._shown_url(path),
             )
         try:
             return response.json()
@@ -123,7 +167,13 @@ class HttpProvider(Provider):
             response = await self._send("POST", path, body, stream=True, stats=stats)
             if response.status_code >= 400:
                 text = (await response.aread()).decode("utf-8", "replace")
-                raise error_from_response(self.name, response.status_code, response.headers, text)
+                raise error_from_response(
+                    self.name,
+                    response.status_code,
+                    response.headers,
+                    text,
+                    url=self._shown_url(path),
+                )
             yield self._events(response, stats)
         finally:
             if response is not None:
@@ -147,6 +197,25 @@ class HttpProvider(Provider):
     async def _send(
         self, method: str, path: str, body: Mapping[str, Any], *, stream: bool, stats: StreamStats
     ) -> httpx.Response:
+        response = await self._send_once(method, path, body, stream=stream, stats=stats)
+        fallback = self._fallback_base
+        if response.status_code != 404 or fallback is None or path.startswith("http"):
+            return response
+        # A bare host that is not the API root: try the version segment once, and keep
+        # whichever form the server answered (the error then names the URL as written).
+        self._fallback_base = None
+        configured, self.base_url = self.base_url, fallback
+        retried = await self._send_once(method, path, body, stream=stream, stats=stats)
+        if retried.status_code == 404:
+            await retried.aclose()
+            self.base_url = configured
+            return response
+        await response.aclose()
+        return retried
+
+    async def _send_once(
+        self, method: str, path: str, body: Mapping[str, Any], *, stream: bool, stats: StreamStats
+    ) -> httpx.Response:
         url = path if path.startswith("http") else f"{self.base_url}{path}"
         content = json.dumps(body, separators=(",", ":")).encode()
         attempts = 2  # a connection found closed before any response data: one retry
@@ -164,6 +233,7 @@ class HttpProvider(Provider):
                     exc,
                     chunks_seen=stats.chunks,
                     counts_chunks=self.counts_chunks and stream,
+                    url=self._shown_url(path),
                 ) from exc
             except httpx.HTTPError as exc:
                 raise error_from_exception(
@@ -171,8 +241,17 @@ class HttpProvider(Provider):
                     exc,
                     chunks_seen=stats.chunks,
                     counts_chunks=self.counts_chunks and stream,
+                    url=self._shown_url(path),
                 ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _shown_url(self, path: str) -> str:
+        """The endpoint of *path* as it may appear in a message: no query, no credentials."""
+        url = path if path.startswith("http") else f"{self.base_url}{path}"
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
     async def aclose(self) -> None:
         if self._owns_client and not self.client.is_closed:

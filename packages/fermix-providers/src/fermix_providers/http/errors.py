@@ -28,6 +28,8 @@ _QUOTA = re.compile(r"insufficient_quota|quota|billing|credit balance|usage limi
 _OVERLOAD = re.compile(
     r"overload|server_error|capacity|temporarily unavailable|try again later", re.I
 )
+#: A 404 that is about the model, not about the path (an unknown or unpulled model).
+_MODEL = re.compile(r"model", re.I)
 _FILTER = re.compile(r"content[_ ]filter|content[_ ]policy|safety system", re.I)
 _RESET_KEYS = ("resets_in_seconds", "reset_in_seconds", "retry_after", "retry_after_seconds")
 _MAX_QUOTED = 300
@@ -144,12 +146,21 @@ def _reset_in_body(data: Any, now: float) -> float | None:
 
 
 def error_from_response(
-    provider: str, status: int, headers: Mapping[str, str], body: str
+    provider: str, status: int, headers: Mapping[str, str], body: str, *, url: str | None = None
 ) -> ProviderError:
-    """Classify a non-2xx response."""
+    """Classify a non-2xx response. *url* is the endpoint that answered."""
     sentence = server_sentence(body)
     text = f"{sentence} {body[:2000]}"
     message = sentence or f"HTTP {status} from {provider}"
+    if status == 404 and url and not _MODEL.search(text):
+        # Not "no such model": the path itself is not an API, i.e. base_url points elsewhere.
+        return ProviderError(
+            ErrorKind.INVALID_REQUEST,
+            f"no API at {url} — check base_url",
+            provider=provider,
+            status=status,
+            url=url,
+        )
     kind: ErrorKind
     wait: float | None = None
     if status in (401, 403):
@@ -172,7 +183,9 @@ def error_from_response(
         kind = ErrorKind.TIMEOUT
     else:
         kind = ErrorKind.INVALID_REQUEST
-    return ProviderError(kind, message, provider=provider, status=status, retry_after_seconds=wait)
+    return ProviderError(
+        kind, message, provider=provider, status=status, retry_after_seconds=wait, url=url
+    )
 
 
 #: ``errno`` values meaning this machine has no usable network at all (the host has just
@@ -207,20 +220,26 @@ def error_from_exception(
     chunks_seen: int,
     counts_chunks: bool,
     visible_output: bool = False,
+    url: str | None = None,
 ) -> ProviderError:
-    """Classify a transport failure. Only a chunk-counting adapter may claim pre-response."""
+    """Classify a transport failure. Only a chunk-counting adapter may claim pre-response.
+
+    *url* (the endpoint tried) goes into the connection messages: a wrong base_url is the
+    usual reason a provider cannot be reached.
+    """
     pre = counts_chunks and chunks_seen == 0
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    at = f" at {url}" if url else ""
     if isinstance(exc, httpx.PoolTimeout):
         kind = ErrorKind.CONNECTION_UNAVAILABLE
-        message = f"no connection to {provider} could be opened ({detail})"
+        message = f"no connection to {provider}{at} could be opened ({detail})"
     elif isinstance(exc, httpx.ConnectError) and _network_down(exc):
         kind = ErrorKind.CONNECTION_UNAVAILABLE
-        message = f"the network is not available to reach {provider} ({detail})"
+        message = f"the network is not available to reach {provider}{at} ({detail})"
     elif isinstance(exc, httpx.ConnectError):
         # Refused, reset, no route to that host: one provider's host, not the network.
         kind = ErrorKind.TRANSPORT
-        message = f"cannot reach {provider} ({detail})"
+        message = f"cannot reach {provider}{at} ({detail})"
     elif isinstance(exc, httpx.TimeoutException):
         kind = ErrorKind.TIMEOUT
         message = f"{provider} did not answer in time ({type(exc).__name__})"
@@ -228,7 +247,7 @@ def error_from_exception(
         pre = counts_chunks and (chunks_seen == 0 or isinstance(exc, httpx.ConnectTimeout))
     else:
         kind = ErrorKind.TRANSPORT
-        message = f"the connection to {provider} broke ({detail})"
+        message = f"the connection to {provider}{at} broke ({detail})"
     return ProviderError(
-        kind, message, provider=provider, pre_response=pre, visible_output=visible_output
+        kind, message, provider=provider, pre_response=pre, visible_output=visible_output, url=url
     )

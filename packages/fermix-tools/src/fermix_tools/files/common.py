@@ -7,6 +7,7 @@ the same cwd in mind, and an absolute path can be passed back to any tool unchan
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -71,13 +72,19 @@ def binary_error(path: Path, size: int, why: str) -> ToolError:
 def open_regular(path: Path, *, what: str = "file") -> tuple[int, os.stat_result]:
     """Open *path* read-only without following a final symlink; refuse non-regular files.
 
-    The sandbox resolved *path* to its canonical form a moment ago, so a symlink here means
-    it was swapped in since — refusing it closes that window. ``O_NONBLOCK`` keeps a FIFO
-    from hanging the open; such files are then refused by type.
+    The sandbox resolved *path* to its canonical form a moment ago, so a symlink on it — the
+    file itself or any directory above it — means it was swapped in since: every
+    component is opened with ``O_NOFOLLOW`` on its parent's descriptor, and a link fails
+    the open. ``O_NONBLOCK`` keeps a FIFO from hanging the open; such files are then
+    refused by type.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+    from fermix_core.fsutil import PathSwapped, open_nofollow
+
+    flags = os.O_RDONLY | os.O_NONBLOCK
     try:
-        fd = os.open(path, flags)
+        fd = open_nofollow(path, flags)
+    except PathSwapped:
+        raise swapped_error(path) from None
     except FileNotFoundError:
         raise ToolError(
             f"{path} does not exist; check the path (glob_search can find files by name)"
@@ -87,6 +94,8 @@ def open_regular(path: Path, *, what: str = "file") -> tuple[int, os.stat_result
     except PermissionError:
         raise ToolError(f"{path} is not readable (permission denied by the OS)") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise swapped_error(path) from None
         raise ToolError(f"cannot open {path}: {exc.strerror or exc}") from None
     info = os.fstat(fd)
     if stat.S_ISREG(info.st_mode):
@@ -96,6 +105,14 @@ def open_regular(path: Path, *, what: str = "file") -> tuple[int, os.stat_result
     if stat.S_ISDIR(info.st_mode):
         raise _directory_error(path)
     raise ToolError(f"{path} is not a regular {what} (a device, socket or pipe); it is refused")
+
+
+def swapped_error(path: Path) -> ToolError:
+    return ToolError(
+        f"{path} changed while it was being opened (a file or directory on the path was "
+        "replaced by a link since the sandbox checked it); nothing was read or written. "
+        "Check the folder and retry."
+    )
 
 
 def _directory_error(path: Path) -> ToolError:

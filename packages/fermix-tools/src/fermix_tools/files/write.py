@@ -1,7 +1,8 @@
 """``file_write`` and ``file_edit``: atomic changes to text files inside the sandbox roots.
 
-Both go through :func:`fermix_core.fsutil.atomic_write`, so a crash, a full disk or a
-cancelled turn leaves the old file or the new one, never a half-written mix. Refusing to
+Both go through :func:`fermix_core.fsutil.atomic_write_nofollow`, so a crash, a full disk
+or a cancelled turn leaves the old file or the new one, never a half-written mix, and a
+directory swapped for a link after the sandbox's check cannot redirect the write. Refusing to
 overwrite by default, and refusing an ambiguous edit, both exist because a model that
 guesses wrong about a file's contents should get an error it can act on rather than
 silently destroy work.
@@ -14,11 +15,17 @@ import stat
 from pathlib import Path
 
 import anyio
-from fermix_core.fsutil import atomic_write
+from fermix_core.fsutil import PathSwapped, atomic_write_nofollow
 from fermix_core.tool import Tool, ToolContext, ToolError, ToolOutput
 from pydantic import BaseModel, ConfigDict, Field
 
-from fermix_tools.files.common import binary_error, human_size, open_regular, sandbox
+from fermix_tools.files.common import (
+    binary_error,
+    human_size,
+    open_regular,
+    sandbox,
+    swapped_error,
+)
 
 #: Largest content one file_write accepts, and the largest file file_edit rewrites.
 MAX_WRITE_CHARS = 5_000_000
@@ -93,27 +100,20 @@ def _write(path: Path, payload: bytes, overwrite: bool) -> bool:
                 f"{path} already exists ({human_size(info.st_size)}). Pass overwrite=true "
                 "to replace it, or use file_edit to change part of it."
             )
-    _ensure_parent(path)
     mode = stat.S_IMODE(info.st_mode) if info is not None else NEW_FILE_MODE
     try:
-        atomic_write(path, payload, mode=mode)
+        atomic_write_nofollow(path, payload, mode=mode)
+    except PathSwapped:
+        raise swapped_error(path) from None
+    except (FileExistsError, NotADirectoryError):
+        raise ToolError(
+            f"cannot create {path}: a parent path exists and is not a directory"
+        ) from None
     except PermissionError:
         raise ToolError(f"cannot write {path}: permission denied by the OS") from None
     except OSError as exc:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
     return info is None
-
-
-def _ensure_parent(path: Path) -> None:
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ToolError(
-            f"cannot create {path}: a parent path exists and is not a directory"
-        ) from None
-    except OSError as exc:
-        raise ToolError(f"cannot create the directory {parent}: {exc.strerror or exc}") from None
 
 
 class FileEdit(Tool[FileEditArgs]):
@@ -155,7 +155,9 @@ def _edit(path: Path, old: str, new: str, count: int) -> ToolOutput:
     if (after.st_mtime_ns, after.st_size) != (info.st_mtime_ns, info.st_size):
         raise ToolError(f"{path} changed while it was being edited; read it again and retry")
     try:
-        atomic_write(path, updated.encode("utf-8"), mode=stat.S_IMODE(info.st_mode))
+        atomic_write_nofollow(path, updated.encode("utf-8"), mode=stat.S_IMODE(info.st_mode))
+    except PathSwapped:
+        raise swapped_error(path) from None
     except OSError as exc:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
     line = text.count("\n", 0, first) + 1

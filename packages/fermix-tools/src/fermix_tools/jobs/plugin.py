@@ -44,7 +44,7 @@ SCHEDULE_JOB = ToolSpec(
         "unknown timezone, a once time or expires_at in the past",
         "allowed_tools naming a tool you cannot use now",
         "provider without model (or model without provider), or a provider not configured",
-        "skill_name given: skills are not available yet",
+        "skill_name not a loaded skill, or one granting a guest job no tool",
         "delivery_mode 'channel' without a delivery_target, or an unknown channel",
         "a context without trust: it cannot create jobs",
         _UNAVAILABLE,

@@ -186,9 +186,12 @@ class GetJobRunArgs(BaseModel):
 
 
 def _service(ctx: ToolContext) -> JobService:
-    service = ctx.service("jobs")
+    service = ctx.services.get("jobs")
     if not isinstance(service, JobService):
-        raise ToolError("scheduled jobs are not available in this context")
+        raise ToolError(
+            "scheduled jobs are not available in this context: they live in the daemon — "
+            "ask the owner to start it (`fermix start`), then try again"
+        )
     return service
 
 

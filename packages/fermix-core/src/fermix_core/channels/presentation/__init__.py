@@ -23,6 +23,7 @@ from .dialect import (
     channel_profile,
     code_points,
     dialect_profile,
+    register_dialect,
     utf8_bytes,
     utf16_units,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "dialect_profile",
     "is_channel_format_error",
     "present",
+    "register_dialect",
     "rendered_length",
     "seal_point",
     "send_with_plain_fallback",

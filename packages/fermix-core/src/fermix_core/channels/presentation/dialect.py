@@ -28,6 +28,7 @@ __all__ = [
     "code_points",
     "counts_each_character",
     "dialect_profile",
+    "register_dialect",
     "utf8_bytes",
     "utf16_units",
 ]
@@ -35,7 +36,7 @@ __all__ = [
 
 def utf16_units(text: str) -> int:
     """Length in UTF-16 code units: an astral character (most emoji) counts two."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def code_points(text: str) -> int:
@@ -45,7 +46,7 @@ def code_points(text: str) -> int:
 
 def utf8_bytes(text: str) -> int:
     """Length in UTF-8 bytes."""
-    return len(text.encode("utf-8"))
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 #: The measures a channel may declare as ``Channel.text_measure``, by name.
@@ -104,6 +105,29 @@ PROFILES: dict[Dialect, DialectProfile] = {
 }
 
 
+#: Dialects third-party channels registered by name (:func:`register_dialect`).
+_REGISTERED: dict[str, DialectProfile] = {}
+
+
+def register_dialect(profile: DialectProfile) -> None:
+    """Make *profile* known by its name, so an adapter can declare ``dialect = "<name>"``.
+
+    A built-in name cannot be taken over, and one name cannot be given two profiles.
+    Registering the same profile again is harmless (a module imported twice).
+    """
+    name = profile.name
+    try:
+        Dialect(name)
+    except ValueError:
+        pass
+    else:
+        raise ValueError(f"dialect {name!r} is built in; register yours under another name")
+    known = _REGISTERED.get(name)
+    if known is not None and known is not profile:
+        raise ValueError(f"dialect {name!r} is already registered by another channel")
+    _REGISTERED[name] = profile
+
+
 def dialect_profile(
     dialect: Dialect | str | DialectProfile,
     *,
@@ -114,13 +138,16 @@ def dialect_profile(
     *limit* and *measure* (a callable or a :data:`MEASURES` name) overriding its own."""
     if isinstance(dialect, DialectProfile):
         profile = dialect
+    elif dialect in _REGISTERED:
+        profile = _REGISTERED[dialect]
     else:
         try:
             profile = PROFILES[Dialect(dialect)]
         except ValueError:
-            names = ", ".join(d.value for d in Dialect)
+            names = ", ".join([*(d.value for d in Dialect), *_REGISTERED])
             raise ValueError(
-                f"unknown dialect {dialect!r}; use one of {names} or pass a DialectProfile"
+                f"unknown dialect {dialect!r}; use one of {names}, pass a DialectProfile, "
+                "or register one with register_dialect()"
             ) from None
     if limit is not None:
         profile = replace(profile, limit=limit)

@@ -7,6 +7,7 @@ as that dialect needs. Link targets are the parser's normalized URLs; a target i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -211,8 +212,17 @@ class _Walker:
         return i + 1
 
 
+#: A surrogate code point on its own (text decoded with ``surrogatepass``, JSON's "\\ud83d"
+#: escapes): no platform accepts one, and no encoder can measure it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def parse(markdown: str) -> list[Block]:
-    """Parse *markdown* into leaf blocks. Never raises on text input."""
+    """Parse *markdown* into leaf blocks. Never raises on text input.
+
+    A lone surrogate becomes U+FFFD one for one, so source offsets stay valid.
+    """
+    markdown = _SURROGATE.sub("\ufffd", markdown)
     tokens = _parser().parse(markdown)
     if any(tok.level >= MAX_NESTING - 1 for tok in tokens):
         return _as_text(markdown)

@@ -55,8 +55,8 @@ class Level(IntEnum):
     WHITESPACE = 4
 
 
-_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]»]*\s+")
-_SPACES = re.compile(r"\s+")
+SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]»]*\s+")
+SPACES = re.compile(r"\s+")
 _NEWLINE = re.compile("\n")
 _TEXTUAL = (BlockKind.PARAGRAPH, BlockKind.HEADING)
 
@@ -111,8 +111,8 @@ def inner_rungs(block: Block) -> list[list[int]]:
         size = len(text)
         for level, pattern in (
             (Level.LINE, _NEWLINE),
-            (Level.SENTENCE, _SENTENCE_END),
-            (Level.WHITESPACE, _SPACES),
+            (Level.SENTENCE, SENTENCE_END),
+            (Level.WHITESPACE, SPACES),
         ):
             rungs[level] = [m.end() for m in pattern.finditer(text) if 0 < m.end() < size]
     elif block.kind is BlockKind.TABLE:
@@ -278,9 +278,14 @@ class _Splitter:
         return good
 
     def best_cut(self, start: Pos, frontier: int) -> Pos | None:
-        """The farthest fitting cut on the coarsest rung that fills enough of a message."""
+        """The farthest fitting cut on the coarsest rung that fills enough of a message.
+
+        A cut on a coarser rung is a cut on every finer one too (a paragraph break is also
+        a line break), so each rung's farthest cut is the farthest on it or above it.
+        """
         si, so = start
         fallback: Pos | None = None
+        farthest: Pos | None = None
         inner = self.inner.get(frontier)
         if inner is None:
             inner = self.inner[frontier] = inner_rungs(self.blocks[frontier])
@@ -302,8 +307,9 @@ class _Splitter:
                 k = bisect_right(indices, frontier) - 1
                 if k >= 0 and indices[k] > si:
                     best = (indices[k], 0)
-            if best is None:
-                continue
+            if best is None or (farthest is not None and best <= farthest):
+                continue  # nothing farther than a coarser rung already offered
+            farthest = best
             if self.full_enough(piece(self.blocks, start, best)):
                 return best
             fallback = fallback or best

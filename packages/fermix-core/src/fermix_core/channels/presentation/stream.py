@@ -17,7 +17,7 @@ from .dialect import Dialect, DialectProfile, dialect_profile
 from .ir import Block, BlockKind
 from .parse import parse
 from .render import PLAIN, RenderCache
-from .split import _SENTENCE_END, _SPACES
+from .split import SENTENCE_END, SPACES
 
 __all__ = ["BLOCK_MAX_CHARS", "BLOCK_MIN_CHARS", "block_cut", "rendered_length", "seal_point"]
 
@@ -151,7 +151,7 @@ def block_cut(
             continue
         a, b = offset(blk.line), offset(blk.end)
         inner[0].extend((offset(n), a, b) for n in range(blk.line + 1, blk.end))
-        for rung, pattern in ((inner[1], _SENTENCE_END), (inner[2], _SPACES)):
+        for rung, pattern in ((inner[1], SENTENCE_END), (inner[2], SPACES)):
             rung.extend((a + m.end(), a, b) for m in pattern.finditer(markdown, a, b))
 
     for cands in (sections, paragraphs, lines):

@@ -1,0 +1,393 @@
+"""The channel layer end to end: a signed WhatsApp webhook in, the reply out at the Graph API.
+
+Everything real except the two ends: an embedded Fermix (store, gateway, queue, turn runner,
+streaming, presentation) with an **instant** in-process model, the channel runtime with the
+WhatsApp adapter built from its spec, the HTTP ingress under uvicorn on a loopback port,
+and the loopback Graph API stand-in of the adapter tests (in this process, so its CPU time
+is included: the figures are upper bounds of our own time).
+
+* ``latency`` — one delivery at a time across 100 chats: from the POST leaving the client
+  to the reply arriving at the Graph API (p50/p95/p99), and the webhook's own answer time
+  (what Meta waits for);
+* ``throughput`` — 1,000 deliveries over 100 chats posted 50 at a time: deliveries per
+  second until every reply has arrived; every chat's replies in order, none lost, none twice
+  (a replay of each tenth delivery is mixed in);
+Both are measured twice: ``channel_layer`` with an instant gateway in place of the turn
+runner (the channel layer's own cost: ingress, signature, parse, idempotency record,
+outbound port, Graph client), and ``full_turns`` through the real gateway, queue and turn
+runner (whose conversation-store writes dominate).
+
+* ``rss`` — a real ``fermix run`` daemon idle with WhatsApp enabled vs with no channel
+  enabled (VmRSS after the ready line, same config otherwise).
+
+    uv run python bench/run.py channels
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fermix_core.hookspecs import hookimpl
+
+LATENCY_N = 300
+WARMUP = 30
+FLOOD = 1000
+CHATS = 100
+CONCURRENCY = 50
+FAKE = Path(__file__).parents[1] / "packages/fermix-channels/tests/whatsapp/fake_graph.py"
+
+
+def _fake() -> Any:
+    name = "fermix_channels_bench_fake_graph"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FAKE)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pct(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1e3
+
+    return {
+        "n": len(ordered),
+        "p50_ms": round(pct(0.50), 3),
+        "p95_ms": round(pct(0.95), 3),
+        "p99_ms": round(pct(0.99), 3),
+        "mean_ms": round(statistics.fmean(ordered) * 1e3, 3),
+    }
+
+
+def _senders() -> list[str]:
+    return [f"1555{i:07d}" for i in range(CHATS)]
+
+
+def _whatsapp_section(fg: Any, api_url: str) -> dict[str, Any]:
+    senders = _senders()
+    return {
+        "enabled": True,
+        "access_token": fg.ACCESS_TOKEN,
+        "app_secret": fg.APP_SECRET,
+        "verify_token": fg.VERIFY_TOKEN,
+        "phone_number_id": fg.PHONE_NUMBER_ID,
+        "api_base_url": api_url,
+        "owner_user_id": senders[0],
+        "allowed_sender_ids": senders[1:],
+    }
+
+
+class Instant:
+    """An in-process provider plugin answering every turn at once."""
+
+    def __init__(self) -> None:
+        from fermix_core.testing import FunctionProvider
+
+        async def answer(request: Any) -> str:
+            return f"re: {request.messages[-1].text}"
+
+        self.provider = FunctionProvider(answer, name="instant", vision=False)
+
+    @hookimpl
+    def fermix_providers(self) -> Any:
+        from fermix_core.specs import ModelInfo, ProviderSpec
+
+        yield ProviderSpec(
+            name="instant",
+            label="Instant",
+            factory=lambda spec, settings: self.provider,
+            keyless=True,
+            default_model="m1",
+            models=(ModelInfo(id="m1", context_window=100_000),),
+        )
+
+
+async def _pipeline() -> dict[str, Any]:
+    import httpx
+    from fermix_core.api import Fermix
+    from fermix_core.channels.runtime import daemon_channels
+
+    fg = _fake()
+    instant = Instant()
+    home = Path(tempfile.mkdtemp(prefix="fermix-bench-channels-"))
+    home.chmod(0o700)
+    try:
+        async with fg.FakeGraph() as graph:
+            config = {
+                "fermix_core": {
+                    "providers": {"instant": {"primary": True, "base_url": "http://127.0.0.1:9"}},
+                    "memory": {"review_enabled": False},
+                    "compaction": {"enabled": False},
+                },
+                "fermix_web": {"port": 0},
+                "fermix_channels": {
+                    "whatsapp": _whatsapp_section(fg, graph.url),
+                    "telegram": {"enabled": False},
+                    "acp": {"enabled": False},
+                },
+            }
+            environ = {"PYTHON_KEYRING_BACKEND": "fermix_core.keyring_backend.MemoryKeyring"}
+            async with (
+                Fermix.open(
+                    home, config=config, environ=environ, plugins=[("providers.instant", instant)]
+                ) as fx,
+                daemon_channels(fx.service.runtime, fx.service) as channels,
+            ):
+                await channels.wait_for("whatsapp", "ready")
+                url = f"{fx.service.ingress.url}/webhook/whatsapp"
+                limits = httpx.Limits(
+                    max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY
+                )
+                async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+                    return await _measure(fg, graph, client, url)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def _measure(fg: Any, graph: Any, client: Any, url: str) -> dict[str, Any]:
+    import anyio
+
+    senders = _senders()
+    ids = iter(range(10**9))
+
+    def body_for(sender: str, text: str) -> bytes:
+        return fg.delivery(fg.value([fg.text_message(sender, text, f"wamid.B{next(ids)}")]))
+
+    async def post(body: bytes) -> Any:
+        return await client.post(url, content=body, headers=fg.signed_headers(body))
+
+    async def one(sender: str, text: str) -> tuple[float, float]:
+        before = graph.text_counts[sender]
+        started = time.perf_counter()
+        answer = await post(body_for(sender, text))
+        answered = time.perf_counter()
+        assert answer.status_code == 200, answer.text
+        with anyio.fail_after(60):
+            while graph.text_counts[sender] <= before:
+                await graph.changed.wait()
+        return time.perf_counter() - started, answered - started
+
+    for i in range(WARMUP):
+        await one(senders[i % CHATS], f"warm {i}")
+    totals, answers = [], []
+    cpu_started = time.process_time()
+    for i in range(LATENCY_N):
+        total, answered = await one(senders[i % CHATS], f"latency {i}")
+        totals.append(total)
+        answers.append(answered)
+    cpu_per_delivery = (time.process_time() - cpu_started) / LATENCY_N
+
+    # Throughput: FLOOD deliveries, CONCURRENCY in flight, each chat's messages posted in order.
+    expected: dict[str, list[str]] = {s: [] for s in senders}
+    base = {s: len(graph.texts(s)) for s in senders}
+    total_before = graph.text_total
+    statuses: dict[int, int] = {}
+    limiter = anyio.Semaphore(CONCURRENCY)
+
+    async def chat(sender: str, count: int) -> None:
+        for n in range(count):
+            text = f"flood {sender} {n}"
+            expected[sender].append(f"re: {text}")
+            body = body_for(sender, text)
+            async with limiter:
+                answer = await post(body)
+                statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
+                if n % 10 == 0:  # Meta redelivers: the replay must run nothing
+                    replay = await post(body)
+                    statuses[replay.status_code] = statuses.get(replay.status_code, 0) + 1
+
+    per_chat = FLOOD // CHATS
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for sender in senders:
+            tg.start_soon(chat, sender, per_chat)
+    with anyio.fail_after(300):
+        while graph.text_total - total_before < FLOOD:
+            await graph.changed.wait()
+    elapsed = time.perf_counter() - started
+    in_order = all(graph.texts(s)[base[s] :] == expected[s] for s in senders)
+    return {
+        "latency_webhook_to_reply": _summary(totals),
+        "webhook_answer": _summary(answers),
+        # Process CPU per delivery (this process also runs the HTTP client and the Graph
+        # stand-in): a load-independent upper bound of our own time.
+        "cpu_ms_per_delivery_incl_client_and_fake": round(cpu_per_delivery * 1e3, 3),
+        "throughput": {
+            "deliveries": FLOOD,
+            "chats": CHATS,
+            "concurrency": CONCURRENCY,
+            "seconds": round(elapsed, 3),
+            "deliveries_per_s": round(FLOOD / elapsed, 1),
+            "statuses": statuses,
+            "fifo_per_chat_and_exactly_once": in_order,
+        },
+    }
+
+
+class _Sections:
+    def __init__(self, sections: dict[str, Any]) -> None:
+        self.sections = sections
+
+    def section(self, path: str) -> Any:
+        return self.sections.get(path.removeprefix("fermix_channels."))
+
+
+async def _channel_layer() -> dict[str, Any]:
+    """The same deliveries with an instant gateway in place of the turn runner: what the
+    channel layer itself costs (ingress, verify, parse, idempotency, outbound, Graph client)."""
+    import anyio
+    import httpx
+    from fermix_channels.whatsapp.config import WhatsAppConfig
+    from fermix_channels.whatsapp.plugin import SPEC
+    from fermix_core.channel import OutboundMessage
+    from fermix_core.channels.idempotency import SeenIds
+    from fermix_core.channels.ingress import HttpIngress, build_app
+    from fermix_core.channels.runtime import ChannelRuntime
+    from fermix_core.gateway.types import IngestOutcome, IngestStatus
+    from fermix_core.home import FermixHome
+
+    fg = _fake()
+    home = Path(tempfile.mkdtemp(prefix="fermix-bench-layer-"))
+
+    class EchoGateway:
+        """Answers every message at once, one FIFO worker per chat (like the queue)."""
+
+        def __init__(self, tg: Any) -> None:
+            self.tg = tg
+            self.lanes: dict[str, Any] = {}
+
+        async def _lane(self, receive: Any, port: Any) -> None:
+            async for message in receive:
+                reply = OutboundMessage(chat_id=message.chat_id, text=f"re: {message.text}")
+                await port.send(reply)
+
+        async def ingest(self, message: Any, port: Any) -> Any:
+            lane = self.lanes.get(message.chat_id)
+            if lane is None:
+                lane, receive = anyio.create_memory_object_stream[Any](10_000)
+                self.lanes[message.chat_id] = lane
+                self.tg.start_soon(self._lane, receive, port)
+            lane.send_nowait(message)
+            return IngestOutcome(IngestStatus.QUEUED)
+
+    try:
+        async with (
+            fg.FakeGraph() as graph,
+            await SeenIds.open(home / "memory.db") as seen,
+            httpx.AsyncClient() as http,
+            anyio.create_task_group() as tg,
+        ):
+            config = WhatsAppConfig.model_validate(_whatsapp_section(fg, graph.url))
+            runtime = ChannelRuntime(
+                [SPEC],
+                config=_Sections({"whatsapp": config}),
+                gateway=EchoGateway(tg),
+                home=FermixHome(home),
+                http=http,
+                seen_ids=seen,
+            )
+            async with runtime.running():
+                await runtime.wait_for("whatsapp", "ready")
+                app, served = build_app(
+                    live=dict, ready=lambda: (True, {}), routes=runtime.webhook_routes()
+                )
+                async with HttpIngress(app, port=0, routes=served).serving() as info:
+                    url = f"{info.url}/webhook/whatsapp"
+                    limits = httpx.Limits(
+                        max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY
+                    )
+                    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+                        result = await _measure(fg, graph, client, url)
+            tg.cancel_scope.cancel()
+        return result
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def _daemon_rss(enable_whatsapp: bool) -> int:
+    fg = _fake()
+    fermix = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
+    home = Path(tempfile.mkdtemp(prefix="fermix-bench-rss-"))
+    home.chmod(0o700)
+    lines = [
+        "[fermix_web]\nport = 0\n",
+        "[fermix_core.memory]\nreview_enabled = false\n",
+        "[fermix_channels.telegram]\nenabled = false\n",
+        "[fermix_channels.acp]\nenabled = false\n",
+    ]
+    if enable_whatsapp:
+        section = _whatsapp_section(fg, "http://127.0.0.1:9/v21.0")
+        lines.append("[fermix_channels.whatsapp]\n")
+        for key, value in section.items():
+            if isinstance(value, bool):
+                lines.append(f"{key} = {'true' if value else 'false'}\n")
+            elif isinstance(value, list):
+                lines.append(f"{key} = {value!r}\n".replace("'", '"'))
+            else:
+                lines.append(f'{key} = "{value}"\n')
+    (home / "config.toml").write_text("".join(lines))
+    (home / "config.toml").chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if k != "FERMIX_LOAD_PLUGINS"}
+    env.update(
+        FERMIX_HOME=str(home), PYTHON_KEYRING_BACKEND="fermix_core.keyring_backend.MemoryKeyring"
+    )
+    proc = subprocess.Popen([fermix, "run"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        if "ready" not in ready:
+            raise RuntimeError(f"daemon did not start: {ready!r}")
+        if enable_whatsapp:
+            status = subprocess.run(
+                [fermix, "status", "--json"], env=env, capture_output=True, text=True, timeout=60
+            )
+            if '"whatsapp"' not in status.stdout or '"ready"' not in status.stdout:
+                raise RuntimeError(f"whatsapp is not running: {status.stdout}")
+        return _rss_kib(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run() -> dict[str, Any]:
+    result = {
+        "channel_layer": asyncio.run(_channel_layer()),
+        "full_turns": asyncio.run(_pipeline()),
+    }
+    none = min(_daemon_rss(False) for _ in range(3))
+    whatsapp = min(_daemon_rss(True) for _ in range(3))
+    result["rss"] = {
+        "daemon_no_channels_kib": none,
+        "daemon_whatsapp_kib": whatsapp,
+        "whatsapp_extra_mib": round((whatsapp - none) / 1024, 2),
+        "note": "VmRSS after the ready line, minimum of 3 runs each",
+    }
+    result["budget"] = {"p50_ms": 5.0, "deliveries_per_s": 500, "rss_extra_mib": 10}
+    result["note"] = (
+        "measured on a shared, loaded 2-core machine (other work running): pessimistic; "
+        "the Graph API stand-in and the HTTP client run in the same process"
+    )
+    return result
