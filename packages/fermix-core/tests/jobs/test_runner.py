@@ -34,7 +34,7 @@ from fermix_core.routing.records import Route, RoutePlan
 from fermix_core.specs import PolicyClass, ProviderSpec, ToolSpec
 from fermix_core.testing import FunctionProvider, ScriptedProvider, tool_call
 from fermix_core.testing.jobs import T0, make_job
-from fermix_core.tool import Tool, ToolContext
+from fermix_core.tool import Tool, ToolContext, Trust
 from fermix_core.traces import Tracer
 from pydantic import BaseModel, ConfigDict
 
@@ -478,3 +478,38 @@ async def test_a_runs_transcript_is_kept_as_job_history_but_never_replayed(
         assert {m.speaker for m in window} == {"job"}
     finally:
         await conversations.close()
+
+
+def _skills(tmp_path: Path, allowed: str) -> Any:
+    from fermix_core.skills import SkillRegistry, SkillRoot
+
+    root = tmp_path / "skills" / "digest"
+    root.mkdir(parents=True)
+    (root / "SKILL.md").write_text(
+        f"---\nname: digest\ndescription: Write a digest.\nallowed-tools: {allowed}\n---\n"
+        "Read the notes, then write three bullet points.\n"
+    )
+    return SkillRegistry([SkillRoot(root.parent, Trust.OPERATOR, "test")]).load()
+
+
+async def test_a_skill_bound_run_is_confined_and_follows_the_skill(
+    kit: Kit, tmp_path: Path
+) -> None:
+    runner = kit.runner(skills=_skills(tmp_path, "note list_jobs"))
+    bound = make_job(skill_name="digest", allowed_tools=["note", "file_write"])
+    assert set(runner.snapshot_for(bound, {}).specs) == {"note"}  # skill ∩ job, never wider
+    kit.primary.add("• one\n• two\n• three")
+    job, run = await kit.claim(skill_name="digest")
+    done = await kit.execute(runner, job, run)
+    assert done.status == "succeeded"
+    assert "three bullet points" in done.prompt_snapshot
+    assert {d.name for d in kit.primary.requests[0].tools} == {"note", "list_jobs"}
+
+
+async def test_a_run_whose_skill_is_gone_is_refused_loudly(kit: Kit, tmp_path: Path) -> None:
+    runner = kit.runner(skills=_skills(tmp_path, "note"))
+    job, run = await kit.claim(skill_name="vanished")
+    done = await kit.execute(runner, job, run)
+    assert done.status == "failed"
+    assert "not installed any more" in done.error
+    assert kit.primary.requests == []  # nothing ran unconfined

@@ -191,6 +191,10 @@ class _TrackingCaller:
             self.progress.mark()
 
 
+class RunRefused(Exception):
+    """The run cannot start as configured (its bound skill is gone or grants nothing)."""
+
+
 class _Deadline(Exception):
     def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
@@ -217,6 +221,7 @@ class JobRunner:
         tracer: Any = None,
         config: Any = None,
         conversations: Any = None,
+        skills: Any = None,
     ) -> None:
         self.store = store
         self.capabilities = capabilities
@@ -234,16 +239,24 @@ class JobRunner:
         #: conversation ("job", <job id>), speaker "job" — the job's own history, which its
         #: later runs can recall through the job memory scope (it is never replayed).
         self.conversations = conversations
+        #: The skill registry a job's ``skill_name`` is resolved in, at run time.
+        self.skills = skills
 
     # ------------------------------------------------------------------ entry
 
     async def __call__(self, job: JobRecord, run: RunRecord, release: str) -> None:
         config = run.config or {}
-        snapshot = self.snapshot_for(job, config)
-        system = self.system_prompt(job, snapshot)
-        await self.store.start_run(run.id, now=self.clock.now(), prompt_snapshot=system)
-        self._trace("agent_event", run.session_id, event="job_run_start", job_id=job.id)
-        outcome = await self._execute(job, run, config, snapshot, system)
+        try:
+            snapshot = self.snapshot_for(job, config)
+        except RunRefused as refused:
+            await self.store.start_run(run.id, now=self.clock.now(), prompt_snapshot="")
+            outcome = RunOutcome(status="failed", error=str(refused))
+            log.warning("job %s: run %s refused: %s", job.id, run.id, refused)
+        else:
+            system = self.system_prompt(job, snapshot, skill=self.skill_of(job, config))
+            await self.store.start_run(run.id, now=self.clock.now(), prompt_snapshot=system)
+            self._trace("agent_event", run.session_id, event="job_run_start", job_id=job.id)
+            outcome = await self._execute(job, run, config, snapshot, system)
         with anyio.CancelScope(shield=True):
             try:
                 await self.store.settle(
@@ -291,11 +304,38 @@ class JobRunner:
             specs = {n: s for n, s in specs.items() if n in set(allowed)}
         if trust is not Trust.OPERATOR:
             specs.pop("subagents", None)
+        skill_name = config.get("skill_name", job.skill_name)
+        if skill_name:
+            return self._skill_surface(skill_name, specs, trust)
         if specs.keys() == {n for n in base.specs if n not in BRIDGE_NAMES}:
             return base
         return Capabilities(base.registry, trust, specs)
 
-    def system_prompt(self, job: JobRecord, snapshot: Any, today: Any = None) -> str:
+    def _skill_surface(self, name: str, ceiling: Mapping[str, Any], trust: Trust) -> Any:
+        """The bound skill's confinement ∩ the job's own surface; refused when it is empty."""
+        from fermix_core.skills.registry import skill_surface
+
+        skill = self.skills.get(name) if self.skills is not None else None
+        if skill is None:
+            raise RunRefused(
+                f"the job is bound to skill {name!r}, which is not installed any more; rebind it "
+                "with update_job (skill_name) or unbind it with skill_name ''"
+            )
+        surface = skill_surface(skill, self.capabilities, ceiling, trust)
+        if not surface.specs:
+            raise RunRefused(
+                f"skill {name!r} grants no tools to this {trust.value} job, so the run was not "
+                "started (it would run unconfined otherwise)"
+            )
+        return surface
+
+    def skill_of(self, job: JobRecord, config: Mapping[str, Any]) -> Any:
+        name = config.get("skill_name", job.skill_name)
+        return self.skills.get(name) if name and self.skills is not None else None
+
+    def system_prompt(
+        self, job: JobRecord, snapshot: Any, today: Any = None, *, skill: Any = None
+    ) -> str:
         day = today or datetime.fromtimestamp(self.clock.now(), UTC).date()
         mode = job.delivery_mode
         delivery = {
@@ -311,6 +351,11 @@ class JobRunner:
             job_id=job.id,
             description=f" — {job.description}" if job.description else "",
         )
+        if skill is not None:
+            prompt += (
+                f"\n\nThis job follows the skill {skill.name!r} ({skill.description}); its tools "
+                f"are confined to what the skill allows. Its instructions:\n\n{skill.body}"
+            )
         catalog = snapshot.catalog() if snapshot.specs else NO_TOOLS
         plugins = snapshot.plugins_section() if snapshot.specs else ""
         return "\n\n".join(part for part in (prompt, catalog, plugins) if part)

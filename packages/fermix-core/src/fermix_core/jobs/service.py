@@ -186,7 +186,8 @@ class JobService:
         visible_tools: Callable[[Trust], Collection[str]] = lambda trust: (),
         channels: Collection[str] = (),
         check_pin: PinCheck | None = None,
-        skills_available: bool = False,
+        skills: Any = None,
+        capabilities: Any = None,
     ) -> None:
         self.store = store
         self.scheduler = scheduler
@@ -195,7 +196,10 @@ class JobService:
         self.visible_tools = visible_tools
         self.channels = frozenset(channels)
         self.check_pin = check_pin
-        self.skills_available = skills_available
+        #: The skill registry (``None``: this install has no skills) and the capability
+        #: registry a bound skill's surface is computed from.
+        self.skills = skills
+        self.capabilities = capabilities
 
     # ------------------------------------------------------------------ create
 
@@ -230,7 +234,7 @@ class JobService:
             )
         expiry = self._expiry(expires_at, zone, now)
         tools = self._tools(creator, trust, allowed_tools)
-        self._skill(skill_name)
+        self._skill(creator, trust, skill_name, tools)
         await self._pin(provider, model)
         timeout, inactivity = self._timeouts(timeout_seconds, inactivity_timeout_seconds)
         mode, target, note = self._delivery(creator, delivery_mode, delivery_target)
@@ -244,6 +248,7 @@ class JobService:
             description=(description or "").strip(),
             creator=self._creator_record(creator),
             allowed_tools=tools,
+            skill_name=skill_name or None,
             provider=provider,
             model=model,
             delivery_mode=mode,
@@ -310,7 +315,9 @@ class JobService:
             if job.status == "completed":
                 changes["status"] = "scheduled"
         if skill_name is not None:
-            self._skill(skill_name)
+            # "" unbinds; a name rebinds, checked like at creation.
+            self._skill(creator, Trust(job.trust), skill_name or None, job.allowed_tools)
+            changes["skill_name"] = skill_name or None
         if clear_route_pin:
             if provider is not None or model is not None:
                 raise JobError(
@@ -488,9 +495,36 @@ class JobService:
             )
         return wanted
 
-    def _skill(self, skill_name: str | None) -> None:
-        if skill_name is not None and not self.skills_available:
+    def _skill(
+        self, creator: Creator, trust: Trust, name: str | None, tools: list[str] | None
+    ) -> None:
+        """*name* must be a loaded skill that still grants something at the job's trust."""
+        if name is None:
+            return
+        if self.skills is None:
             raise JobError(SKILLS_UNAVAILABLE)
+        skill = self.skills.get(name)
+        if skill is None:
+            known = ", ".join(sorted(self.skills.skills)) or "none"
+            raise JobError(f"no skill named {name!r}; available skills: {known}")
+        if self.capabilities is None:
+            return
+        from fermix_core.skills.registry import skill_surface
+
+        ceiling = set(
+            creator.visible_tools
+            if creator.visible_tools is not None
+            else self.visible_tools(trust)
+        )
+        if tools is not None:
+            ceiling &= set(tools)
+        surface = skill_surface(skill, self.capabilities, dict.fromkeys(ceiling), trust)
+        if not surface.specs:
+            raise JobError(
+                f"skill {name!r} grants no tools to a {trust.value} job (its allowed_tools and "
+                "this job's tools have nothing in common), so it would run unconfined or not at "
+                "all; choose another skill or widen allowed_tools"
+            )
 
     async def _pin(self, provider: str | None, model: str | None) -> None:
         if (provider is None) != (model is None):

@@ -131,6 +131,7 @@ class JobsRuntime:
             tracer=tracer,
             config=config,
             conversations=conversations,
+            skills=services.get("skills"),
         )
         # The runner reads the service's live services mapping (memory, sandbox …) per run.
         runner.services = services  # type: ignore[assignment]
@@ -149,6 +150,8 @@ class JobsRuntime:
             visible_tools=visible,
             channels=set(runtime.registry.typed(ChannelSpec)),
             check_pin=check_pin,
+            skills=services.get("skills"),
+            capabilities=capabilities,
         )
         return cls(
             store=store,
