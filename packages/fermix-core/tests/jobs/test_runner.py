@@ -207,7 +207,8 @@ async def test_traces_carry_the_cron_session_id(kit: Kit) -> None:
 
 
 async def test_allowed_tools_narrow_and_guests_never_get_subagents(kit: Kit) -> None:
-    runner = kit.runner()
+    runner = kit.runner(services={"delegation": object()})
+    assert "subagents" not in kit.runner().snapshot_for(make_job(), {}).specs  # no delegator
     operator = make_job(allowed_tools=["note", "subagents"])
     assert set(runner.snapshot_for(operator, {}).specs) == {"note", "subagents"}
     full = runner.snapshot_for(make_job(), {})

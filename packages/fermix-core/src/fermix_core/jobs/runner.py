@@ -295,6 +295,7 @@ class JobRunner:
     def snapshot_for(self, job: JobRecord, config: Mapping[str, Any]) -> Any:
         """The creator-trust surface, narrowed by ``allowed_tools``; never wider."""
         from fermix_core.agent.capabilities import BRIDGE_NAMES, Capabilities
+        from fermix_core.agent.delegation import DELEGATING_TOOLS
 
         trust = Trust(config.get("trust", job.trust))
         base = self.capabilities.snapshot(trust)
@@ -302,8 +303,11 @@ class JobRunner:
         specs = {n: s for n, s in base.specs.items() if n not in BRIDGE_NAMES}
         if allowed is not None:
             specs = {n: s for n, s in specs.items() if n in set(allowed)}
-        if trust is not Trust.OPERATOR:
-            specs.pop("subagents", None)
+        if trust is not Trust.OPERATOR or "delegation" not in self.services:
+            # Guest-created runs never delegate; nor does a run with no delegation service
+            # (a delegating tool is only advertised where it can execute).
+            for name in DELEGATING_TOOLS:
+                specs.pop(name, None)
         skill_name = config.get("skill_name", job.skill_name)
         if skill_name:
             return self._skill_surface(skill_name, specs, trust)
