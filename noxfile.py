@@ -20,6 +20,8 @@ TEST_DEPS = [
     # the cron oracle tests: property-based generation, and a second cron implementation
     "hypothesis>=6.100",
     "croniter>=3.0",
+    # the Telegram tests check their loopback Bot API with python-telegram-bot's client
+    "python-telegram-bot>=22.0",
 ]
 #: Every first-party entry point that a wheel install must load.
 DIST = ROOT / "dist"

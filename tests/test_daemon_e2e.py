@@ -39,6 +39,23 @@ def completion(text: str) -> dict:
     }
 
 
+def directory_request(path: str) -> dict:
+    """A completion calling request_directory_access for *path*."""
+    body = completion("")
+    body["choices"][0]["message"]["tool_calls"] = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {
+                "name": "request_directory_access",
+                "arguments": json.dumps({"path": path, "reason": "the report lives there"}),
+            },
+        }
+    ]
+    body["choices"][0]["finish_reason"] = "tool_calls"
+    return body
+
+
 def text_of(content) -> str:
     if isinstance(content, str):
         return content
@@ -66,6 +83,10 @@ class FakeModel:
             await self._event(self.gates, text).wait()
         if text == "say nothing":
             return Reply(body=completion(""))
+        if body["messages"][-1]["role"] == "tool":
+            return Reply(body=completion("Waiting for your approval."))
+        if text.startswith("grant:"):
+            return Reply(body=directory_request(text.removeprefix("grant:")))
         return Reply(body=completion(f"echo: {text}"))
 
     # Run on the server's loop thread through ThreadedLoopback.call:
@@ -507,3 +528,165 @@ def test_a_daemon_killed_mid_job_run_settles_it_after_restart(daemon_env, model)
     _, job = jobs_json(daemon_env, "show", job_id)
     assert job["job"]["status"] == "scheduled"
     assert job["job"]["next_run_at"] is not None
+
+
+class ChatProcess:
+    """``fermix chat`` as a subprocess whose output is read line by line as it comes."""
+
+    def __init__(self, env, session: str) -> None:
+        import threading
+
+        self.proc = subprocess.Popen(
+            [FERMIX, "chat", "--session", session],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        # A safety net for a hung child, never a timing assertion.
+        self._watchdog = threading.Timer(90, self.proc.kill)
+        self._watchdog.start()
+        self.output: list[str] = []
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def read_until(self, needle: str) -> str:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"chat ended before {needle!r}:\n{''.join(self.output)}")
+            self.output.append(line)
+            if needle in line:
+                return line
+
+    def close(self) -> int:
+        self.send("/exit")
+        rest, err = self.proc.communicate(timeout=60)
+        self._watchdog.cancel()
+        self.output.append(rest)
+        self.stderr = err
+        return self.proc.returncode
+
+
+@pytest.mark.parametrize("through_daemon", [False, True], ids=["in-process", "daemon"])
+def test_chat_prints_a_background_result_when_it_arrives(daemon_env, model, through_daemon):
+    if through_daemon:
+        fermix(daemon_env, "start")
+    chat = ChatProcess(daemon_env, "bgchat")
+    try:
+        chat.send("/background block:report")
+        chat.read_until("Started background task bg1")
+        model.call(model.fake.release, "block:report")
+        line = chat.read_until("fermix (later)>")
+        assert "echo: block:report" in line
+    finally:
+        code = chat.close()
+    assert code == 0, chat.stderr
+    # Committed to the conversation's history: the next turn replays it.
+    if through_daemon:
+        ask_json(daemon_env, "and now?", session="bgchat")
+        last = model.requests[-1].json()["messages"]
+        texts = [text_of(m.get("content")) for m in last if m["role"] != "system"]
+        assert texts[:2] == ["block:report", "echo: block:report"]
+
+
+def test_in_process_ask_says_background_work_needs_the_daemon(daemon_env) -> None:
+    result = fermix(daemon_env, "ask", "/background block:never released")
+    assert "Started background task" in result.stdout
+    assert "needs" not in result.stdout  # the notice goes to stderr, the reply to stdout
+    assert "fermix start" in result.stderr and "bg1" in result.stderr
+
+
+def test_ultra_answers_are_printed_by_ask_in_process_and_through_the_daemon(daemon_env) -> None:
+    local = fermix(daemon_env, "ask", "/ultra compare the plans", "--session", "ul")
+    assert "ultra mode" in local.stdout and "echo: compare the plans" in local.stdout
+    fermix(daemon_env, "start")
+    remote = ask_json(daemon_env, "/ultra and again", session="ul")
+    assert remote["reply"].endswith("echo: and again") and remote["status"] == "ok"
+
+
+def test_the_cli_owner_sees_the_approval_prompt_in_ask_and_confirms_in_chat(
+    daemon_env, tmp_path
+) -> None:
+    import re
+
+    wanted = tmp_path / "reports"
+    wanted.mkdir()
+    local = fermix(daemon_env, "ask", f"grant:{wanted}", "--session", "ap")
+    assert str(wanted) in local.stdout and "Approve with /confirm" in local.stdout
+    assert "fermix grant path" in local.stderr  # the in-process token dies with the process
+
+    fermix(daemon_env, "start")
+    asked = fermix(daemon_env, "ask", f"grant:{wanted}", "--session", "ap")
+    assert "the report lives there" in asked.stdout and "Waiting" in asked.stdout
+    assert "fermix grant path" not in asked.stderr
+
+    chat = ChatProcess(daemon_env, "ap-chat")
+    try:
+        chat.send(f"grant:{wanted}")
+        line = chat.read_until("Approve with /confirm")
+        token = re.search(r"/confirm (\S+)", line).group(1)
+        chat.send(f"/confirm {token}")
+        assert "Done" in chat.read_until("Done")
+    finally:
+        assert chat.close() == 0, chat.stderr
+    config = (Path(daemon_env["FERMIX_HOME"]) / "config.toml").read_text()
+    assert str(wanted) in config
+
+
+def test_an_in_process_ask_finishes_its_post_reply_work_before_exiting(daemon_env, model):
+    """Without a daemon, the memory review the turn scheduled runs before the process ends."""
+    from fermix_core.memory.review import ReviewState
+
+    home = Path(daemon_env["FERMIX_HOME"])
+    config = home / "config.toml"
+    config.write_text(config.read_text().replace("review_enabled = false", "review_enabled = true"))
+    result = fermix(daemon_env, "ask", "remember that I like tea", "--session", "pr")
+    assert "echo: remember that I like tea" in result.stdout
+    assert len(model.requests) >= 2, "the review made no model call"
+    state = ReviewState.load(home / "memory" / "main" / ".review.json")
+    assert state.last_run is not None
+
+
+# --------------------------------------------------------------------------- skills
+
+
+def skills_json(env, *args, check=True):
+    result = fermix(env, "skills", *args, "--json", check=check)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_skills_cli_in_process_then_reload_in_the_running_daemon(daemon_env) -> None:
+    home = Path(daemon_env["FERMIX_HOME"])
+    _, listed = skills_json(daemon_env, "list")
+    assert [s["name"] for s in listed["skills"]] == ["self-knowledge"]
+    _, reloaded = skills_json(daemon_env, "reload")
+    assert reloaded["daemon"] is False and reloaded["skills"] == ["self-knowledge"]
+    code, missing = skills_json(daemon_env, "view", "nope", check=False)
+    assert code == 1 and "available skills: self-knowledge" in missing["error"]
+
+    fermix(daemon_env, "start")
+    package = home / "skills" / "greeting"
+    package.mkdir(parents=True)
+    (package / "SKILL.md").write_text(
+        "---\nname: greeting\ndescription: Use when greeting someone.\nlicense: MIT\n---\n"
+        "Say hello warmly.\n"
+    )
+    (package / "phrases.md").write_text("hello, hi")
+    bad = home / "skills" / "broken"
+    bad.mkdir()
+    (bad / "SKILL.md").write_text("no front matter here\n")
+    _, report = skills_json(daemon_env, "reload")
+    assert report["daemon"] is True
+    assert report["added"] == ["greeting"] and report["removed"] == []
+    assert any("broken/SKILL.md" in e for e in report["errors"])
+    _, shown = skills_json(daemon_env, "view", "greeting")
+    assert shown["body"] == "Say hello warmly.\n" and shown["extra"] == {"license": "MIT"}
+    _, ref = skills_json(daemon_env, "view", "greeting", "--file", "phrases")
+    assert ref["text"] == "hello, hi"
+    plain = fermix(daemon_env, "skills", "list")
+    assert "greeting" in plain.stdout and "broken" in plain.stderr

@@ -82,6 +82,8 @@ class Backend:
     async def __call__(self, request: RecordedRequest) -> Reply:
         if request.path.startswith(("/bot", "/file/bot")):
             return await self.telegram._handle(request)
+        if not request.body:  # a provider probe (fermix doctor): no models listed here
+            return Reply(status=404, body={"error": "not found"})
         body = request.json()
         self.model_requests.append(body)
         if self.wanted is not None:
@@ -274,3 +276,30 @@ def test_the_approve_button_grants_through_the_owners_confirm(daemon_env, backen
     backend.call(telegram.wait_call, "answerCallbackQuery", 2, 60)
     fermix(daemon_env, "stop")
     assert len(backend.fake.model_requests) == models
+
+
+def _telegram_status(env) -> dict:
+    channels = json.loads(fermix(env, "status", "--json").stdout)["channels"]
+    return {c["name"]: c for c in channels}["telegram"]
+
+
+def test_a_webhook_on_the_bot_is_reported_by_status_and_doctor(daemon_env, backend) -> None:
+    telegram = backend.fake.telegram
+    backend.call(lambda: telegram.set_webhook("https://example.invalid/hook"))
+    fermix(daemon_env, "start")
+    backend.call(telegram.wait_call, "getWebhookInfo", 1, 60)
+    deadline = time.monotonic() + 60
+    while (state := _telegram_status(daemon_env))["state"] != "degraded":
+        assert time.monotonic() < deadline, state  # a failure bound, not a pacing wait
+    assert "webhook" in state["error"] and "deleteWebhook" in state["error"]
+    doctor = subprocess.run(
+        [FERMIX, "doctor", "--json"], env=daemon_env, capture_output=True, text=True, timeout=60
+    )
+    assert "webhook" in doctor.stdout
+    # Removing the webhook on Telegram's side brings the channel back without a restart.
+    backend.call(lambda: telegram.set_webhook(""))
+    deadline = time.monotonic() + 60  # the poller retries a conflict at least every 10 s
+    while (state := _telegram_status(daemon_env))["state"] != "ready":
+        assert time.monotonic() < deadline, state
+    backend.call(lambda: telegram.message("hello again"))
+    backend.call(telegram.until, lambda: bool(telegram.sent(ft.OWNER_ID)), 60)

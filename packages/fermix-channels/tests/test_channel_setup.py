@@ -164,3 +164,23 @@ def test_telegram_step_interactive_explains_botfather(fermix_home) -> None:
           only=("telegram",))  # fmt: skip
     assert any("@BotFather" in line for line in shown)
     assert section(fermix_home, "telegram")["bot_token"] == "@keyring"
+
+
+@pytest.mark.parametrize(
+    ("channel", "flags", "expected"),
+    [
+        ("telegram", ["--telegram-bot-token", "123:ABC", "--telegram-owner", "123456789"],
+         {"bot_token": "@keyring", "owner_user_id": "123456789"}),
+        ("discord", ["--discord-bot-token", "MTIz.x", "--discord-owner", "80351110224678912"],
+         {"bot_token": "@keyring", "owner_user_id": "80351110224678912"}),
+        ("signal", ["--signal-account", "+15550001111", "--signal-owner", "+15551230001"],
+         {"account": "+15550001111", "owner_user_id": "+15551230001"}),
+    ],
+)  # fmt: skip
+def test_the_other_channels_follow_the_same_shape(fermix_home, channel, flags, expected) -> None:
+    setup(fermix_home, *flags, only=(channel,))
+    written = section(fermix_home, channel)
+    assert written["enabled"] is True
+    for key, value in expected.items():
+        assert written[key] == value
+    assert "cli_path" not in written and "bot_user_id" not in written

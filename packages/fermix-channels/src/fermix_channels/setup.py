@@ -34,7 +34,9 @@ __all__ = [
     "RECONFIGURE_FLAG",
     "ChannelField",
     "ChannelSetup",
+    "discord_step",
     "run_channel_step",
+    "signal_step",
     "telegram_step",
     "whatsapp_step",
 ]
@@ -141,27 +143,70 @@ TELEGRAM_SETUP = ChannelSetup(
     channel="telegram",
     label="Telegram",
     explain=(
-        "Telegram needs a bot: message @BotFather, send /newbot, pick a name and a username\n"
-        "ending in 'bot', and paste the token it gives you (123456789:AA…). Fermix long-polls\n"
-        "the Bot API, so no public URL is needed. In groups the bot answers only mentions,\n"
-        "replies to it and /commands. The token is stored in the keyring and is never read\n"
-        "from TELEGRAM_BOT_TOKEN. See docs/channels/telegram.md."
+        "Telegram needs a bot: message @BotFather, send /newbot, and copy the token it\n"
+        "gives you. The daemon long-polls the Bot API, so no public URL is needed. The\n"
+        "token is read only from config (never from TELEGRAM_BOT_TOKEN)."
     ),
     fields=(ChannelField("bot_token", "Bot token from @BotFather", secret=True),),
     allowlist_key="allowed_user_ids",
-    owner_hint="your numeric Telegram user id; @userinfobot shows it",
+    owner_hint="your numeric Telegram user id, e.g. 123456789 (/whoami shows it)",
     order=300,
 )
 
-CHANNEL_SETUPS: dict[str, ChannelSetup] = {s.channel: s for s in (TELEGRAM_SETUP, WHATSAPP_SETUP)}
+DISCORD_SETUP = ChannelSetup(
+    channel="discord",
+    label="Discord",
+    explain=(
+        "Discord needs an application with a bot at https://discord.com/developers/\n"
+        "applications: copy the bot token (Bot > Reset Token), turn on the Message Content\n"
+        "intent, and invite the bot with the bot scope and Send Messages / Read Message\n"
+        "History. The daemon connects to the Gateway itself, so no public URL is needed."
+    ),
+    fields=(
+        ChannelField("bot_token", "Bot token", secret=True),
+        ChannelField("bot_user_id", "The bot's user id (to recognise mentions)", required=False),
+    ),
+    allowlist_key="allowed_user_ids",
+    owner_hint="your Discord user id (Developer Mode > Copy User ID)",
+    order=330,
+)
+
+SIGNAL_SETUP = ChannelSetup(
+    channel="signal",
+    label="Signal",
+    explain=(
+        "Signal runs through signal-cli on this machine: install it and register or link\n"
+        "the number the bot answers from (signal-cli -a +15551234567 register, or link as\n"
+        "a secondary device). No public URL is needed."
+    ),
+    fields=(
+        ChannelField("account", "The number signal-cli is registered with (+15551234567)"),
+        ChannelField("cli_path", "Path to signal-cli (Enter to find it on PATH)", required=False),
+    ),
+    allowlist_key="allowed_sender_ids",
+    owner_hint="your own Signal number in international format, e.g. +15551230001",
+    order=340,
+)
+
+CHANNEL_SETUPS: dict[str, ChannelSetup] = {
+    s.channel: s for s in (TELEGRAM_SETUP, WHATSAPP_SETUP, DISCORD_SETUP, SIGNAL_SETUP)
+}
+
+
+def whatsapp_step(context: SetupContext) -> None:
+    run_channel_step(WHATSAPP_SETUP, context)
 
 
 def telegram_step(context: SetupContext) -> None:
     run_channel_step(TELEGRAM_SETUP, context)
 
 
-def whatsapp_step(context: SetupContext) -> None:
-    run_channel_step(WHATSAPP_SETUP, context)
+def discord_step(context: SetupContext) -> None:
+    run_channel_step(DISCORD_SETUP, context)
+
+
+def signal_step(context: SetupContext) -> None:
+    run_channel_step(SIGNAL_SETUP, context)
 
 
 # --------------------------------------------------------------------------- running
@@ -240,7 +285,10 @@ def run_channel_step(setup: ChannelSetup, context: SetupContext) -> None:
         if not answer and field.required:
             raise SetupInputError(f"{field.prompt} is required: pass {flag} VALUE")
         values[field.key] = answer
-        table[field.key] = answer
+        if answer:
+            table[field.key] = answer
+        elif field.key in table:
+            del table[field.key]
     owner_default = current.get("owner_user_id")
     owner = context.ask(
         setup.owner_flag,

@@ -29,14 +29,47 @@ LOCAL_SENDER = "local"
 
 @dataclass
 class CollectingReply:
-    """A reply port for local callers (CLI, embedding): collects what the turn sends."""
+    """A reply port for local callers (CLI, embedding): collects what the turn sends.
+
+    *inbox* (a :class:`~fermix_core.inbox.InboxReply`) is where work this conversation
+    starts but does not wait for (``/background``) posts its result; without one that work
+    answers here too.
+    """
 
     features: Any
     messages: list[OutboundMessage] = field(default_factory=list)
+    inbox: Any = None
 
     async def send(self, message: OutboundMessage) -> SentMessage:
         self.messages.append(message)
         return SentMessage(message_id=str(len(self.messages)))
+
+    #: Turns a command started on this request that the caller waits for (``/ultra``),
+    #: each with the port its answer is collected on.
+    followed: list[tuple[Any, CollectingReply]] = field(default_factory=list)
+
+    async def approval(self, chat_id: str, thread_id: str | None, proposal: Any) -> SentMessage:
+        """The sandbox's directory-access prompt, shown to the person at the terminal with
+        its ``/confirm TOKEN`` line (no button here delivers the token privately)."""
+        return await self.send(
+            OutboundMessage(
+                chat_id=chat_id,
+                thread_id=thread_id,
+                text=proposal.prompt(include_token=True),
+                plain=True,
+            )
+        )
+
+    def detached(self) -> Any:
+        """The port for results that arrive after this request has been answered."""
+        return self.inbox if self.inbox is not None else self
+
+    def follow(self, job: Any) -> None:
+        """Wait for *job* as part of this request: its answer is collected apart (after the
+        command's own acknowledgement, whichever is sent first) and returned with it."""
+        own = CollectingReply(self.features, inbox=self.inbox)
+        job.reply = own
+        self.followed.append((job, own))
 
     @property
     def text(self) -> str:
@@ -61,6 +94,10 @@ class FermixService:
         self.jobs: Any = None
         #: Loaded skills (:class:`fermix_core.skills.SkillRegistry`).
         self.skills: Any = None
+        from fermix_core.inbox import LocalInbox
+
+        #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
+        self.inbox = LocalInbox()
         self._closers: list[Any] = []
 
     @property
@@ -190,6 +227,7 @@ class FermixService:
                 tracer=tracer,
                 conversations=service.store,
                 ports=lambda name: channel_port(service, name),
+                skills=skills,
             )
             service._closers.append(service.jobs.aclose)
             runner.services["jobs"] = service.jobs.service
@@ -293,7 +331,11 @@ class FermixService:
             text=text,
             local=True,
         )
-        reply = CollectingReply(self.cli_features)
+        from fermix_core.inbox import InboxReply
+
+        reply = CollectingReply(
+            self.cli_features, inbox=InboxReply(self.inbox, session, self.cli_features)
+        )
         outcome = await self.gateway.ingest(message, reply, cwd=cwd)
         job = getattr(outcome, "job", None)
         if job is not None:
@@ -303,7 +345,27 @@ class FermixService:
                 return job.result
         key = ConversationKey(CLI_CHANNEL, session, None)
         status = "stopped" if job is not None and job.stopped else str(outcome.status)
+        if reply.followed:
+            return await self._followed(reply, key)
         return TurnOutcome(reply.text, key, "", status=status)
+
+    async def _followed(self, reply: CollectingReply, key: Any) -> TurnOutcome:
+        """The command's acknowledgement, then the answer of each turn it started."""
+        texts = [reply.text] if reply.text else []
+        last: TurnOutcome | None = None
+        stopped = False
+        for job, own in reply.followed:
+            await job.done.wait()
+            if own.text:
+                texts.append(own.text)
+            if isinstance(job.result, TurnOutcome):
+                last = job.result
+            stopped = stopped or bool(job.stopped)
+        text = "\n\n".join(texts)
+        if last is None:
+            return TurnOutcome(text, key, "", status="stopped" if stopped else "command")
+        last.text = text
+        return last
 
     def status(self) -> dict[str, Any]:
         plan = self.routes

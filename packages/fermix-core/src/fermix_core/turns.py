@@ -150,6 +150,10 @@ class TurnRunner:
         self._background: dict[str, BackgroundTask] = {}
         self._recent: dict[ConversationKey, deque[BackgroundTask]] = {}
         self._bg_counter = 0
+        #: Post-reply work still running, so a daemon-less caller can finish it before exit.
+        self._post_reply_pending = 0
+        self._post_reply_idle = anyio.Event()
+        self._post_reply_idle.set()
 
     # ------------------------------------------------------------------ TurnExecutor
 
@@ -458,10 +462,30 @@ class TurnRunner:
     def _after_reply(self, conversation_id: int, usage: Usage, model: str | None) -> None:
         if self.task_group is None:
             return
+        if self._post_reply_pending == 0:
+            self._post_reply_idle = anyio.Event()
+        self._post_reply_pending += 1
         self.task_group.start_soon(self._post_reply, conversation_id, usage, model)
+
+    @property
+    def post_reply_pending(self) -> int:
+        """How many replies' post-reply work (memory review, compaction) is still running."""
+        return self._post_reply_pending
+
+    async def post_reply_drained(self) -> None:
+        """Return once no post-reply work is running (a daemon-less caller's exit waits)."""
+        await self._post_reply_idle.wait()
 
     async def _post_reply(self, conversation_id: int, usage: Usage, model: str | None) -> None:
         """Supervised: nothing here can fail a reply that was already delivered."""
+        try:
+            await self._post_reply_work(conversation_id, usage, model)
+        finally:
+            self._post_reply_pending -= 1
+            if self._post_reply_pending == 0:
+                self._post_reply_idle.set()
+
+    async def _post_reply_work(self, conversation_id: int, usage: Usage, model: str | None) -> None:
         try:
             settings = self.config.core.fermix_core.compaction
             window = self.context_window(model)

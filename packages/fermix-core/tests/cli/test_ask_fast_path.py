@@ -157,3 +157,18 @@ def test_no_thinking_with_json_even_on_a_terminal(fresh_home) -> None:
     assert code == 1
     assert json.loads(out)["status"] == "no_provider"
     assert "thinking" not in terminal
+
+
+def test_httpx_is_imported_without_its_own_command_line_client() -> None:
+    code = (
+        "import sys\n"
+        "from fermix_core.cli import entry\n"
+        "entry._skip_httpx_cli()\n"
+        "import httpx\n"
+        "heavy = [m for m in ('rich', 'click', 'pygments') if m in sys.modules]\n"
+        "print(heavy, callable(httpx.main), httpx.AsyncClient.__name__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[] True AsyncClient"

@@ -34,7 +34,7 @@ from fermix_core.routing.records import Route, RoutePlan
 from fermix_core.specs import PolicyClass, ProviderSpec, ToolSpec
 from fermix_core.testing import FunctionProvider, ScriptedProvider, tool_call
 from fermix_core.testing.jobs import T0, make_job
-from fermix_core.tool import Tool, ToolContext, Trust
+from fermix_core.tool import Tool, ToolContext
 from fermix_core.traces import Tracer
 from pydantic import BaseModel, ConfigDict
 
@@ -207,8 +207,7 @@ async def test_traces_carry_the_cron_session_id(kit: Kit) -> None:
 
 
 async def test_allowed_tools_narrow_and_guests_never_get_subagents(kit: Kit) -> None:
-    runner = kit.runner(services={"delegation": object()})
-    assert "subagents" not in kit.runner().snapshot_for(make_job(), {}).specs  # no delegator
+    runner = kit.runner()
     operator = make_job(allowed_tools=["note", "subagents"])
     assert set(runner.snapshot_for(operator, {}).specs) == {"note", "subagents"}
     full = runner.snapshot_for(make_job(), {})
@@ -481,36 +480,45 @@ async def test_a_runs_transcript_is_kept_as_job_history_but_never_replayed(
         await conversations.close()
 
 
-def _skills(tmp_path: Path, allowed: str) -> Any:
+def skill_registry(tmp_path: Any, **packages: tuple[str, str]) -> Any:
     from fermix_core.skills import SkillRegistry, SkillRoot
+    from fermix_core.tool import Trust
 
-    root = tmp_path / "skills" / "digest"
-    root.mkdir(parents=True)
-    (root / "SKILL.md").write_text(
-        f"---\nname: digest\ndescription: Write a digest.\nallowed-tools: {allowed}\n---\n"
-        "Read the notes, then write three bullet points.\n"
-    )
-    return SkillRegistry([SkillRoot(root.parent, Trust.OPERATOR, "test")]).load()
+    for name, (root, front) in packages.items():
+        folder = tmp_path / root / name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\n{front}---\nSkill {name} steps.\n")
+    return SkillRegistry(
+        [
+            SkillRoot(tmp_path / "local", Trust.OPERATOR, "local"),
+            SkillRoot(tmp_path / "plugin", Trust.GUEST, "plugin x"),
+        ]
+    ).load()
 
 
-async def test_a_skill_bound_run_is_confined_and_follows_the_skill(
-    kit: Kit, tmp_path: Path
+async def test_skill_name_confines_the_run_and_a_missing_skill_fails_loud(
+    kit: Kit, tmp_path: Any
 ) -> None:
-    runner = kit.runner(skills=_skills(tmp_path, "note list_jobs"))
-    bound = make_job(skill_name="digest", allowed_tools=["note", "file_write"])
-    assert set(runner.snapshot_for(bound, {}).specs) == {"note"}  # skill ∩ job, never wider
-    kit.primary.add("• one\n• two\n• three")
-    job, run = await kit.claim(skill_name="digest")
+    skills = skill_registry(
+        tmp_path,
+        narrow=("local", "description: d\nallowed_tools: [note, subagents]\n"),
+        plugin=("plugin", "description: d\n"),
+    )
+    runner = kit.runner(skills=skills)
+    bound = runner.snapshot_for(make_job(skill_name="narrow"), {})
+    assert set(bound.specs) == {"note", "subagents"}
+    # allowed_tools and the skill intersect; neither can widen the other.
+    both = runner.snapshot_for(
+        make_job(skill_name="narrow", allowed_tools=["note", "file_write"]), {}
+    )
+    assert set(both.specs) == {"note"}
+    plugin = runner.snapshot_for(make_job(skill_name="plugin"), {})
+    assert set(plugin.specs) == {"note"} and plugin.trust == "guest"
+    kit.primary.add("done with the skill")
+    job, run = await kit.claim(skill_name="narrow")
     done = await kit.execute(runner, job, run)
     assert done.status == "succeeded"
-    assert "three bullet points" in done.prompt_snapshot
-    assert {d.name for d in kit.primary.requests[0].tools} == {"note", "list_jobs"}
-
-
-async def test_a_run_whose_skill_is_gone_is_refused_loudly(kit: Kit, tmp_path: Path) -> None:
-    runner = kit.runner(skills=_skills(tmp_path, "note"))
-    job, run = await kit.claim(skill_name="vanished")
-    done = await kit.execute(runner, job, run)
-    assert done.status == "failed"
-    assert "not installed any more" in done.error
-    assert kit.primary.requests == []  # nothing ran unconfined
+    assert "Skill narrow steps." in kit.primary.requests[0].messages[0].text
+    job, run = await kit.claim(job_id="j2", skill_name="vanished")
+    failed = await kit.execute(runner, job, run)
+    assert failed.status == "failed" and "not loaded now" in failed.error

@@ -270,64 +270,28 @@ async def test_remove_and_runs(kit: Kit) -> None:
         await kit.service.run(99)
 
 
-# --------------------------------------------------------------------------- skills
-
-
-def skill_registry(tmp_path: Path, *, guest_root: bool = False) -> Any:
+async def test_skill_name_must_name_a_loaded_skill(kit: Kit, tmp_path: Path) -> None:
     from fermix_core.skills import SkillRegistry, SkillRoot
 
-    root = tmp_path / "skills"
-    for name, tools in (("weather-brief", "web_fetch memory_recall"), ("writer", "file_write")):
-        (root / name).mkdir(parents=True)
-        (root / name / "SKILL.md").write_text(
-            f"---\nname: {name}\ndescription: The {name} skill.\nallowed-tools: {tools}\n---\n"
-            f"Do the {name} thing step by step.\n"
+    for name, front in {
+        "research": "description: d\n",
+        "nothing": "description: d\nallowed_tools: [web_fetch]\n",
+    }.items():
+        (tmp_path / "skills" / name).mkdir(parents=True)
+        (tmp_path / "skills" / name / "SKILL.md").write_text(
+            f"---\nname: {name}\n{front}---\nbody\n"
         )
-    trust = Trust.GUEST if guest_root else Trust.OPERATOR
-    return SkillRegistry([SkillRoot(root, trust, "test")]).load()
-
-
-def capability_registry() -> Any:
-    from fermix_core.agent import CapabilityRegistry
-    from fermix_core.specs import PolicyClass, ToolSpec
-
-    def spec(name: str, policy: PolicyClass) -> ToolSpec:
-        read = policy in (PolicyClass.READ_ONLY, PolicyClass.OWNER_DATA_READ)
-        return ToolSpec(name=name, description=name, factory="x.y:Z", policy=policy, read_only=read)
-
-    return CapabilityRegistry(
-        [
-            spec("web_fetch", PolicyClass.NETWORK),
-            spec("file_write", PolicyClass.WRITE),
-            spec("list_jobs", PolicyClass.OWNER_DATA_READ),
-            spec("memory_recall", PolicyClass.READ_ONLY),
-        ],
-        deferral=False,
-    )
-
-
-async def test_skill_name_binds_to_a_loaded_skill(kit: Kit, tmp_path: Path) -> None:
-    kit.service.skills = skill_registry(tmp_path)
-    kit.service.capabilities = capability_registry()
-    job = await create(kit, skill_name="weather-brief")
-    assert job.skill_name == "weather-brief"
-    with pytest.raises(JobError, match="no skill named 'nope'; available skills: weather-brief"):
+    kit.service.skills = SkillRegistry(
+        [SkillRoot(tmp_path / "skills", Trust.OPERATOR, "local")]
+    ).load()
+    job = await create(kit, skill_name="research")
+    assert job.skill_name == "research"
+    with pytest.raises(JobError, match="'nope' is not a loaded skill; skills: nothing, research"):
         await create(kit, skill_name="nope")
-    rebound, _ = await kit.service.update(OWNER, job.id, skill_name="writer")
-    assert rebound.skill_name == "writer"
-    unbound, _ = await kit.service.update(OWNER, job.id, skill_name="")
-    assert unbound.skill_name is None
-
-
-async def test_a_guest_job_naming_a_skill_that_grants_nothing_fails_loud(
-    kit: Kit, tmp_path: Path
-) -> None:
-    kit.service.skills = skill_registry(tmp_path)
-    kit.service.capabilities = capability_registry()
     guest = Creator(trust=Trust.GUEST, conversation_key=TELEGRAM)
-    with pytest.raises(JobError, match="grants no tools to a guest job"):
-        await create(kit, guest, skill_name="writer")  # file_write is never a guest's
-    job = await create(kit, guest, skill_name="weather-brief")  # memory_recall survives
-    assert job.trust == "guest"
-    with pytest.raises(JobError, match="grants no tools"):
-        await create(kit, skill_name="writer", allowed_tools=["web_fetch"])
+    with pytest.raises(JobError, match="grants no tool under guest trust"):
+        await create(kit, guest, skill_name="nothing")
+    updated, _notes = await kit.service.update(OWNER, job.id, skill_name="nothing")
+    assert updated.skill_name == "nothing"
+    with pytest.raises(JobError, match="not a loaded skill"):
+        await kit.service.update(OWNER, job.id, skill_name="gone")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec
+from fermix_core.specs import ChannelSpec, SetupStepSpec
 
 SPEC = ChannelSpec(
     name="discord",
@@ -27,3 +27,10 @@ SPEC = ChannelSpec(
 @hookimpl
 def fermix_channels() -> Iterable[ChannelSpec]:
     return (SPEC,)
+
+
+@hookimpl
+def fermix_setup_steps() -> Iterable[SetupStepSpec]:
+    from fermix_channels.setup import DISCORD_SETUP
+
+    return (DISCORD_SETUP.spec("fermix_channels.setup:discord_step"),)

@@ -97,6 +97,8 @@ CONFIRM_PREFIX = "fx-confirm:"
 _CAPTION_LIMIT = 1024
 _BACKOFF_START = 1.0
 _BACKOFF_CAP = 60.0
+#: A webhook or a second poller can be removed at any moment; retry at least this often.
+_CONFLICT_BACKOFF_CAP = 10.0
 
 #: Telegram's fixed reaction set (``ReactionTypeEmoji.emoji``) for bots.
 REACTIONS: tuple[str, ...] = (
@@ -144,6 +146,8 @@ class _Album:
 
     parts: list[tuple[int, InboundMessage]] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
+    #: Cancelled by stop(): the parts stay in the state file for the next start.
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
 def _merge_album(messages: list[InboundMessage]) -> InboundMessage:
@@ -283,6 +287,8 @@ class TelegramChannel(Channel):
         if scope is not None:
             scope.cancel()
         # Album parts still held are in the state file; the next start merges them.
+        for album in self._albums.values():
+            album.scope.cancel()
         self._albums.clear()
         self._held.clear()
         self.api = None
@@ -361,6 +367,7 @@ class TelegramChannel(Channel):
             await self.handle_update(update)
         backoff = _BACKOFF_START
         while True:
+            cap = _BACKOFF_CAP
             try:
                 updates = await api.get_updates(
                     offset,
@@ -368,6 +375,8 @@ class TelegramChannel(Channel):
                     allowed_updates=ALLOWED_UPDATES,
                 )
             except TelegramConflict as exc:
+                # Fixed on Telegram's side at any moment: look again soon.
+                cap = _CONFLICT_BACKOFF_CAP
                 self._degraded(self._conflict_advice(exc))
             except ChannelRateLimited as exc:
                 await anyio.sleep(exc.retry_after or backoff)
@@ -383,8 +392,9 @@ class TelegramChannel(Channel):
                 if updates:
                     offset = await self._handle_batch(updates, offset)
                 continue
+            backoff = min(backoff, cap)
             await anyio.sleep(backoff * (0.5 + self._jitter() / 2))
-            backoff = min(backoff * 2, _BACKOFF_CAP)
+            backoff = min(backoff * 2, cap)
 
     def _conflict_advice(self, exc: TelegramConflict) -> str:
         if exc.webhook_active:
@@ -476,6 +486,10 @@ class TelegramChannel(Channel):
         album.changed = anyio.Event()
 
     async def _flush_album(self, key: tuple[str, str], album: _Album) -> None:
+        with album.scope:
+            await self._flush_album_now(key, album)
+
+    async def _flush_album_now(self, key: tuple[str, str], album: _Album) -> None:
         wait = self.config.album_debounce_ms / 1000
         while True:
             changed = album.changed

@@ -227,8 +227,12 @@ class Delegator:
         model: str | None = None,
         system: str = WORKER_PROMPT,
         kind: str = "subagent",
+        trust: Trust | None = None,
     ) -> list[WorkerOutcome]:
-        """Run every task (≤ *concurrency* at once) and return one outcome per task, in order."""
+        """Run every task (≤ *concurrency* at once) and return one outcome per task, in order.
+
+        *trust* lowers the workers' trust below the caller's (a plugin skill runs as guest).
+        """
         depth = self.check_depth(ctx)
         caller = await self.caller(model)
         limiter = anyio.CapacityLimiter(max(1, concurrency))
@@ -237,7 +241,7 @@ class Delegator:
         async def one(index: int, task: str) -> None:
             async with limiter:
                 outcomes[index] = await self._worker(
-                    index, task, ctx, caller, surface, iterations, depth, system, kind
+                    index, task, ctx, caller, surface, iterations, depth, system, kind, trust
                 )
 
         async with anyio.create_task_group() as tg:
@@ -256,6 +260,7 @@ class Delegator:
         depth: int,
         system: str,
         kind: str,
+        trust: Trust | None,
     ) -> WorkerOutcome:
         from fermix_core.agent.loop import AgentLoop
         from fermix_core.messages import Message
@@ -280,7 +285,7 @@ class Delegator:
         if "job_id" in ctx.state:
             state["job_id"] = ctx.state["job_id"]
         worker_ctx = ToolContext(
-            trust=ctx.trust,
+            trust=trust or ctx.trust,
             cwd=ctx.cwd,
             home=ctx.home,
             conversation_key=ctx.conversation_key,

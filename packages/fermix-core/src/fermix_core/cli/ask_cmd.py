@@ -54,17 +54,18 @@ def chat(
     async def main() -> None:
         import anyio
 
-        async with LocalSession(session) as local:
+        async with LocalSession(session) as local, anyio.create_task_group() as tg:
             where = "daemon" if local.client is not None else "in-process"
             typer.echo(f"fermix chat — session {session!r} ({where}); /exit to leave")
+            tg.start_soon(_print_late, local)
             while True:
                 try:
                     line = await anyio.to_thread.run_sync(input, "you> ")
                 except EOFError:
                     typer.echo("")
-                    return
+                    break
                 if line.strip() in ("/exit", "/quit"):
-                    return
+                    break
                 if not line.strip():
                     continue
                 with Thinking():
@@ -73,5 +74,15 @@ def chat(
                 if line.split()[0] == "/help":
                     # /exit is this terminal's own command; the shared /help cannot know it.
                     typer.echo("        /exit — leave this chat (Ctrl-D works too)")
+            tg.cancel_scope.cancel()
 
     _run(main)
+
+
+async def _print_late(local: LocalSession) -> None:
+    """Print results that arrive while the chat waits (``/background``), as they come."""
+    from fermix_core.inbox import MAX_WAIT_SECONDS
+
+    while True:
+        for text in await local.late(MAX_WAIT_SECONDS):
+            typer.echo(f"\nfermix (later)> {text}")

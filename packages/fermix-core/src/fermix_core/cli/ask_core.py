@@ -14,6 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+#: A daemon-less ask waits this long for post-reply work silently, then says it waits …
+POST_REPLY_NOTICE_SECONDS = 2.0
+#: … up to this long in all, then stops it (the next turn's post-reply work retries it).
+POST_REPLY_LIMIT_SECONDS = 60.0
+
 
 class TurnsFailed(Exception):
     """The turn could not run; the message was printed, :attr:`code` is the exit code."""
@@ -40,6 +45,7 @@ class LocalSession:
         home = FermixHome.resolve()
         self.client = None
         self.embedded = None
+        self._poller = None
         if home.daemon_sock.exists():
             try:
                 self.client = await self._stack.enter_async_context(DaemonClient(home.daemon_sock))
@@ -52,7 +58,63 @@ class LocalSession:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self.embedded is not None:
+            if exc_info[0] is None:
+                await self._finish_post_reply()
+            self._warn_unfinished_background()
         await self._stack.aclose()
+
+    async def _finish_post_reply(self) -> None:
+        """Without a daemon, nothing runs after this process: finish the post-reply work
+        (memory review, compaction) the turns scheduled, bounded, saying so if it is slow."""
+        import anyio
+
+        runner = self.embedded.service.runner
+        if not runner.post_reply_pending:
+            return
+        with anyio.move_on_after(POST_REPLY_NOTICE_SECONDS):
+            await runner.post_reply_drained()
+            return
+        sys.stderr.write(
+            "finishing post-reply work (memory review, compaction) before exiting — at most "
+            f"{POST_REPLY_LIMIT_SECONDS:g} s; Ctrl-C skips it\n"
+        )
+        sys.stderr.flush()
+        with anyio.move_on_after(POST_REPLY_LIMIT_SECONDS - POST_REPLY_NOTICE_SECONDS):
+            await runner.post_reply_drained()
+            return
+        sys.stderr.write(
+            "post-reply work did not finish and was stopped; it is tried again after the "
+            "next turn (a running daemon does it in the background)\n"
+        )
+
+    def _warn_unfinished_background(self) -> None:
+        from fermix_core.channel import ConversationKey
+        from fermix_core.service import CLI_CHANNEL
+
+        runner = self.embedded.service.runner
+        key = ConversationKey(CLI_CHANNEL, self.session, None)
+        running = [t["id"] for t in runner.background_tasks(key) if t.get("status") == "running"]
+        if running:
+            sys.stderr.write(
+                f"background work {', '.join(running)} stops here: without a daemon it ends "
+                "with this process. Start one (`fermix start`) for background work that posts "
+                "its result when it finishes.\n"
+            )
+
+    async def late(self, wait: float) -> list[str]:
+        """Results that arrived after their request was answered (``/background``)."""
+        if self.client is None:
+            return await self.embedded.service.inbox.take(self.session, wait=wait)
+        from fermix_core.daemon.client import DaemonClient
+        from fermix_core.home import FermixHome
+
+        if self._poller is None:
+            # Its own connection: the request connection answers one call at a time.
+            home = FermixHome.resolve()
+            self._poller = await self._stack.enter_async_context(DaemonClient(home.daemon_sock))
+        answer = await self._poller.call("inbox", {"session": self.session, "wait": wait})
+        return list(answer.get("messages") or [])
 
     async def ask(self, text: str) -> dict[str, Any]:
         if self.client is not None:
@@ -148,14 +210,25 @@ def ask_command(prompt: str, *, session: str, stdin: bool, as_json: bool) -> int
         sys.stderr.write("nothing to ask: give a prompt or pipe one with --stdin\n")
         return 2
 
+    in_process = False
+
     async def main() -> dict[str, Any]:
+        nonlocal in_process
         async with LocalSession(session) as local:
+            in_process = local.client is None
             return await local.ask(text)
 
     try:
         result = run_turns(main, thinking=not as_json)
     except TurnsFailed as exc:
         return exc.code
+    if in_process and "/confirm " in str(result.get("reply", "")):
+        # The pending token lives in the process that issued it, and this one ends now.
+        sys.stderr.write(
+            "this fermix ask ran without a daemon, so that /confirm token ends with it: run "
+            "`fermix grant path PATH` to allow the folder, then ask again — or start the "
+            "daemon (`fermix start`) and /confirm there.\n"
+        )
     if as_json:
         from fermix_core.cli.output import print_json
 

@@ -99,6 +99,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "fermix_core.cli.jobs_cmd:app",
     ),
     CommandEntry(
+        "skills",
+        "List, view and reload skills (SKILL.md packages).",
+        "fermix_core.cli.skills_cmd:app",
+    ),
+    CommandEntry(
         "setup",
         "Configure Fermix step by step (or non-interactively with flags).",
         "fermix_core.cli.setup_cmd:app",

@@ -9,6 +9,18 @@ _VERSION_FLAGS = frozenset({"--version", "-V"})
 _HELP_FLAGS = frozenset({"--help", "-h"})
 
 
+def _skip_httpx_cli() -> None:
+    """Keep httpx from importing its own command-line client.
+
+    ``import httpx`` loads ``httpx._main`` (click, rich and pygments) whenever those happen
+    to be installed, which costs a cold ``fermix ask`` about 6 MiB and tens of
+    milliseconds; Fermix never runs that client. A ``None`` entry makes that one import
+    fail, and httpx then defines a stub ``httpx.main`` instead. An httpx already imported
+    (an embedding app) is left as it is.
+    """
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 1 and args[0] in _VERSION_FLAGS:
@@ -21,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(render_help() + "\n")
         return 0
+    _skip_httpx_cli()  # after the help/version paths, which import no httpx at all
     if args[0] == "ask":
         from fermix_core.cli.ask_core import ask_command, parse_ask_args
 

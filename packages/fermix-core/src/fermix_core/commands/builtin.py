@@ -131,10 +131,13 @@ async def background_command(ctx: CommandContext) -> str:
     """``/background`` (``/bg``): detached work, refused (never queued) past the cap."""
     if not ctx.args and not ctx.message.attachments:
         return "Usage: /background <request> — runs it detached and posts the result here."
+    # A port that answers one request at a time (the CLI) hands out the place where late
+    # results go; a chat channel posts into the chat itself.
+    detached = getattr(ctx.reply, "detached", None)
     job = TurnJob(
         message=ctx.message.model_copy(update={"text": ctx.args}),
         trust=ctx.trust,
-        reply=ctx.reply,
+        reply=detached() if callable(detached) else ctx.reply,
         cwd=ctx.cwd,
         background=True,
     )
@@ -177,6 +180,11 @@ async def ultra_command(ctx: CommandContext) -> str:
         cwd=ctx.cwd,
         run_profile="ultra",
     )
+    follow = getattr(ctx.reply, "follow", None)
+    if callable(follow):
+        # A port that answers one request at a time (the CLI) waits for this turn and
+        # prints its answer after this acknowledgement.
+        follow(job)
     await ctx.services.submit_turn(job)
     return "Working on that in ultra mode (exhaustive, many sub-agents) — it can take a while."
 

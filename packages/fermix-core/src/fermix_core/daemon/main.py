@@ -159,6 +159,17 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
         )
         return outcome.as_dict()
 
+    async def inbox(params: dict[str, Any]) -> dict[str, Any]:
+        """Late results for a CLI session (``/background``); a bounded long poll."""
+        from fermix_core.inbox import MAX_WAIT_SECONDS
+
+        session = str(params.get("session") or "default")
+        wait = params.get("wait", 0)
+        if not isinstance(wait, int | float) or isinstance(wait, bool) or wait < 0:
+            raise MethodError("bad_params", "inbox 'wait' must be a number of seconds")
+        messages = await service.inbox.take(session, wait=min(float(wait), MAX_WAIT_SECONDS))
+        return {"session": session, "messages": messages}
+
     async def capabilities(params: dict[str, Any]) -> dict[str, Any]:
         from fermix_core.cli.capabilities import describe_capabilities
 
@@ -171,10 +182,14 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
     from fermix_core.jobs.control import control_handlers
 
     jobs = control_handlers(lambda: service.jobs.service if service.jobs else None, MethodError)
+    from fermix_core.skills.control import control_handlers as skill_handlers
+
+    jobs.update(skill_handlers(lambda: service.skills, MethodError))
     return {
         "status": status,
         "health": health,
         "ask": ask,
+        "inbox": inbox,
         "capabilities": capabilities,
         "shutdown": shutdown,
         **jobs,

@@ -191,15 +191,15 @@ class _TrackingCaller:
             self.progress.mark()
 
 
-class RunRefused(Exception):
-    """The run cannot start as configured (its bound skill is gone or grants nothing)."""
-
-
 class _Deadline(Exception):
     def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class JobSkillError(Exception):
+    """A run's bound skill cannot confine it (gone, or granting nothing to a guest)."""
 
 
 class JobRunner:
@@ -224,6 +224,8 @@ class JobRunner:
         skills: Any = None,
     ) -> None:
         self.store = store
+        #: The running skill registry, for jobs bound with ``skill_name``.
+        self.skills = skills
         self.capabilities = capabilities
         self.routes = routes
         self.clock = clock
@@ -239,8 +241,6 @@ class JobRunner:
         #: conversation ("job", <job id>), speaker "job" — the job's own history, which its
         #: later runs can recall through the job memory scope (it is never replayed).
         self.conversations = conversations
-        #: The skill registry a job's ``skill_name`` is resolved in, at run time.
-        self.skills = skills
 
     # ------------------------------------------------------------------ entry
 
@@ -248,14 +248,14 @@ class JobRunner:
         config = run.config or {}
         try:
             snapshot = self.snapshot_for(job, config)
-        except RunRefused as refused:
-            await self.store.start_run(run.id, now=self.clock.now(), prompt_snapshot="")
-            outcome = RunOutcome(status="failed", error=str(refused))
-            log.warning("job %s: run %s refused: %s", job.id, run.id, refused)
+        except JobSkillError as exc:  # fails loud: never runs unconfined
+            snapshot, system = None, ""
+            outcome = RunOutcome(status="failed", error=str(exc))
         else:
-            system = self.system_prompt(job, snapshot, skill=self.skill_of(job, config))
-            await self.store.start_run(run.id, now=self.clock.now(), prompt_snapshot=system)
-            self._trace("agent_event", run.session_id, event="job_run_start", job_id=job.id)
+            system = self.system_prompt(job, snapshot)
+        await self.store.start_run(run.id, now=self.clock.now(), prompt_snapshot=system)
+        self._trace("agent_event", run.session_id, event="job_run_start", job_id=job.id)
+        if snapshot is not None:
             outcome = await self._execute(job, run, config, snapshot, system)
         with anyio.CancelScope(shield=True):
             try:
@@ -293,9 +293,13 @@ class JobRunner:
     # ------------------------------------------------------------------ pieces
 
     def snapshot_for(self, job: JobRecord, config: Mapping[str, Any]) -> Any:
-        """The creator-trust surface, narrowed by ``allowed_tools``; never wider."""
+        """The creator-trust surface, narrowed by ``allowed_tools`` and the bound skill's
+        confinement (:func:`fermix_core.skills.skill_surface`); never wider.
+
+        A bound skill that no longer loads raises :class:`JobSkillError`: the run fails
+        loud instead of running unconfined.
+        """
         from fermix_core.agent.capabilities import BRIDGE_NAMES, Capabilities
-        from fermix_core.agent.delegation import DELEGATING_TOOLS
 
         trust = Trust(config.get("trust", job.trust))
         base = self.capabilities.snapshot(trust)
@@ -303,43 +307,31 @@ class JobRunner:
         specs = {n: s for n, s in base.specs.items() if n not in BRIDGE_NAMES}
         if allowed is not None:
             specs = {n: s for n, s in specs.items() if n in set(allowed)}
-        if trust is not Trust.OPERATOR or "delegation" not in self.services:
-            # Guest-created runs never delegate; nor does a run with no delegation service
-            # (a delegating tool is only advertised where it can execute).
-            for name in DELEGATING_TOOLS:
-                specs.pop(name, None)
         skill_name = config.get("skill_name", job.skill_name)
         if skill_name:
-            return self._skill_surface(skill_name, specs, trust)
+            from fermix_core.skills import skill_surface
+
+            skill = self.skills.get(skill_name) if self.skills is not None else None
+            if skill is None:
+                raise JobSkillError(
+                    f"the job is bound to skill {skill_name!r}, which is not loaded now; fix "
+                    "or restore the skill (skill_reload), or rebind the job with update_job"
+                )
+            confined = skill_surface(skill, self.capabilities, specs, trust)
+            if trust is not Trust.OPERATOR and not confined.specs:
+                raise JobSkillError(
+                    f"skill {skill_name!r} grants nothing under guest trust; the run did not start"
+                )
+            trust = confined.trust
+            base = self.capabilities.snapshot(trust)
+            specs = {n: s for n, s in confined.specs.items() if n not in BRIDGE_NAMES}
+        if trust is not Trust.OPERATOR:
+            specs.pop("subagents", None)
         if specs.keys() == {n for n in base.specs if n not in BRIDGE_NAMES}:
             return base
         return Capabilities(base.registry, trust, specs)
 
-    def _skill_surface(self, name: str, ceiling: Mapping[str, Any], trust: Trust) -> Any:
-        """The bound skill's confinement ∩ the job's own surface; refused when it is empty."""
-        from fermix_core.skills.registry import skill_surface
-
-        skill = self.skills.get(name) if self.skills is not None else None
-        if skill is None:
-            raise RunRefused(
-                f"the job is bound to skill {name!r}, which is not installed any more; rebind it "
-                "with update_job (skill_name) or unbind it with skill_name ''"
-            )
-        surface = skill_surface(skill, self.capabilities, ceiling, trust)
-        if not surface.specs:
-            raise RunRefused(
-                f"skill {name!r} grants no tools to this {trust.value} job, so the run was not "
-                "started (it would run unconfined otherwise)"
-            )
-        return surface
-
-    def skill_of(self, job: JobRecord, config: Mapping[str, Any]) -> Any:
-        name = config.get("skill_name", job.skill_name)
-        return self.skills.get(name) if name and self.skills is not None else None
-
-    def system_prompt(
-        self, job: JobRecord, snapshot: Any, today: Any = None, *, skill: Any = None
-    ) -> str:
+    def system_prompt(self, job: JobRecord, snapshot: Any, today: Any = None) -> str:
         day = today or datetime.fromtimestamp(self.clock.now(), UTC).date()
         mode = job.delivery_mode
         delivery = {
@@ -355,11 +347,9 @@ class JobRunner:
             job_id=job.id,
             description=f" — {job.description}" if job.description else "",
         )
+        skill = self.skills.get(job.skill_name) if job.skill_name and self.skills else None
         if skill is not None:
-            prompt += (
-                f"\n\nThis job follows the skill {skill.name!r} ({skill.description}); its tools "
-                f"are confined to what the skill allows. Its instructions:\n\n{skill.body}"
-            )
+            prompt = f"{prompt}\n\n## Skill: {skill.name}\n\n{skill.body}"
         catalog = snapshot.catalog() if snapshot.specs else NO_TOOLS
         plugins = snapshot.plugins_section() if snapshot.specs else ""
         return "\n\n".join(part for part in (prompt, catalog, plugins) if part)
@@ -451,7 +441,8 @@ class JobRunner:
         from fermix_core.agent import AgentLoop
         from fermix_core.routing.messages import user_message
 
-        trust = Trust(config.get("trust", job.trust))
+        # The snapshot's trust: a plugin skill binding lowers an operator job to guest.
+        trust = Trust(getattr(snapshot, "trust", None) or config.get("trust", job.trust))
         ctx = self.context_for(job, run, trust)
         task = str(config.get("task_prompt") or job.task_prompt)
         deadline = started + float(config.get("timeout_seconds") or job.timeout_seconds)

@@ -9,7 +9,8 @@ by the CLI or by an embedding app is checked the same way:
   rejected); the run can never be wider than the creator's trust;
 * ``provider`` + ``model`` are both-or-neither and are validated by resolving the cron route
   with that pin — the same resolution the runner does at run time;
-* ``skill_name`` is rejected while no skill registry exists;
+* ``skill_name`` must name a loaded skill (rejected without a skill registry), and a guest
+  job naming a skill that grants it no tool under guest trust is refused;
 * delivery is resolved to a concrete destination once, here, and stored.
 """
 
@@ -187,7 +188,6 @@ class JobService:
         channels: Collection[str] = (),
         check_pin: PinCheck | None = None,
         skills: Any = None,
-        capabilities: Any = None,
     ) -> None:
         self.store = store
         self.scheduler = scheduler
@@ -196,10 +196,8 @@ class JobService:
         self.visible_tools = visible_tools
         self.channels = frozenset(channels)
         self.check_pin = check_pin
-        #: The skill registry (``None``: this install has no skills) and the capability
-        #: registry a bound skill's surface is computed from.
+        #: The running skill registry (``None``: skills are not available here).
         self.skills = skills
-        self.capabilities = capabilities
 
     # ------------------------------------------------------------------ create
 
@@ -234,7 +232,7 @@ class JobService:
             )
         expiry = self._expiry(expires_at, zone, now)
         tools = self._tools(creator, trust, allowed_tools)
-        self._skill(creator, trust, skill_name, tools)
+        self._skill(skill_name, trust)
         await self._pin(provider, model)
         timeout, inactivity = self._timeouts(timeout_seconds, inactivity_timeout_seconds)
         mode, target, note = self._delivery(creator, delivery_mode, delivery_target)
@@ -248,7 +246,7 @@ class JobService:
             description=(description or "").strip(),
             creator=self._creator_record(creator),
             allowed_tools=tools,
-            skill_name=skill_name or None,
+            skill_name=skill_name,
             provider=provider,
             model=model,
             delivery_mode=mode,
@@ -315,9 +313,8 @@ class JobService:
             if job.status == "completed":
                 changes["status"] = "scheduled"
         if skill_name is not None:
-            # "" unbinds; a name rebinds, checked like at creation.
-            self._skill(creator, Trust(job.trust), skill_name or None, job.allowed_tools)
-            changes["skill_name"] = skill_name or None
+            self._skill(skill_name, Trust(job.trust))
+            changes["skill_name"] = skill_name
         if clear_route_pin:
             if provider is not None or model is not None:
                 raise JobError(
@@ -495,36 +492,23 @@ class JobService:
             )
         return wanted
 
-    def _skill(
-        self, creator: Creator, trust: Trust, name: str | None, tools: list[str] | None
-    ) -> None:
-        """*name* must be a loaded skill that still grants something at the job's trust."""
-        if name is None:
+    def _skill(self, skill_name: str | None, trust: Trust) -> None:
+        if skill_name is None:
             return
         if self.skills is None:
             raise JobError(SKILLS_UNAVAILABLE)
-        skill = self.skills.get(name)
+        skill = self.skills.get(skill_name)
         if skill is None:
             known = ", ".join(sorted(self.skills.skills)) or "none"
-            raise JobError(f"no skill named {name!r}; available skills: {known}")
-        if self.capabilities is None:
-            return
-        from fermix_core.skills.registry import skill_surface
-
-        ceiling = set(
-            creator.visible_tools
-            if creator.visible_tools is not None
-            else self.visible_tools(trust)
-        )
-        if tools is not None:
-            ceiling &= set(tools)
-        surface = skill_surface(skill, self.capabilities, dict.fromkeys(ceiling), trust)
-        if not surface.specs:
-            raise JobError(
-                f"skill {name!r} grants no tools to a {trust.value} job (its allowed_tools and "
-                "this job's tools have nothing in common), so it would run unconfined or not at "
-                "all; choose another skill or widen allowed_tools"
-            )
+            raise JobError(f"skill_name {skill_name!r} is not a loaded skill; skills: {known}")
+        if trust is not Trust.OPERATOR:
+            visible = set(self.visible_tools(trust))
+            granted = visible if skill.allowed_tools is None else visible & set(skill.allowed_tools)
+            if not granted:
+                raise JobError(
+                    f"skill {skill_name!r} grants no tool under guest trust, so a guest job "
+                    "bound to it could do nothing; leave skill_name out"
+                )
 
     async def _pin(self, provider: str | None, model: str | None) -> None:
         if (provider is None) != (model is None):

@@ -61,6 +61,7 @@ class JobsRuntime:
         services: Mapping[str, Any],
         tracer: Any = None,
         conversations: Any = None,
+        skills: Any = None,
         clock: Clock | None = None,
         ports: Callable[[str], Any] | None = None,
     ) -> JobsRuntime:
@@ -131,7 +132,7 @@ class JobsRuntime:
             tracer=tracer,
             config=config,
             conversations=conversations,
-            skills=services.get("skills"),
+            skills=skills,
         )
         # The runner reads the service's live services mapping (memory, sandbox …) per run.
         runner.services = services  # type: ignore[assignment]
@@ -150,8 +151,7 @@ class JobsRuntime:
             visible_tools=visible,
             channels=set(runtime.registry.typed(ChannelSpec)),
             check_pin=check_pin,
-            skills=services.get("skills"),
-            capabilities=capabilities,
+            skills=skills,
         )
         return cls(
             store=store,

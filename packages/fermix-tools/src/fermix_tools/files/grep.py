@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import regex as regex_engine
 from fermix_core.tool import ToolError
 
 from fermix_tools.files.common import SNIFF_BYTES, open_regular
@@ -75,6 +74,8 @@ def search_python(
 ) -> SearchResult:
     """Line-by-line search over *files* with a compiled ``regex`` pattern (a stdlib ``re``
     pattern works too, without the time limit); binary files (NUL in the head) are skipped."""
+    import regex as regex_engine  # imported with the first search, not with the tool list
+
     timed = isinstance(regex, regex_engine.Pattern)
     result = SearchResult(backend="python")
     for entry in files:

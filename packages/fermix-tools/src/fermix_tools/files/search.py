@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import regex as re
 from fermix_core.tool import Tool, ToolContext, ToolError, ToolOutput
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -110,6 +109,10 @@ class ContentSearch(Tool[ContentSearchArgs]):
     async def run(self, args: ContentSearchArgs, ctx: ToolContext) -> ToolOutput:
         policy = sandbox(ctx)
         root = working_dir(policy, ctx, args.root)
+        # The third-party engine (timeouts, no catastrophic backtracking) costs ~3 MiB to
+        # import: paid by the first content search, not by every process listing tools.
+        import regex as re
+
         matcher = compile_glob(args.glob) if args.glob else None
         flags = re.IGNORECASE if args.case_insensitive else 0
         try:

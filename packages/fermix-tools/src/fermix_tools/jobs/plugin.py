@@ -37,15 +37,14 @@ SCHEDULE_JOB = ToolSpec(
         "(delivery_mode origin) unless you choose local, none or channel. allowed_tools "
         "narrows the run to some of your current tools. provider and model pin the route "
         "together or not at all. timeout_seconds (default 1800) and "
-        "inactivity_timeout_seconds are fixed at creation. expires_at makes a temporary job. "
-        "skill_name binds the runs to a skill: they follow it, confined to its tools."
+        "inactivity_timeout_seconds are fixed at creation. expires_at makes a temporary job."
     ),
     failure_modes=(
         "free-form English or a malformed cron field: the error shows the cron form to use",
         "unknown timezone, a once time or expires_at in the past",
         "allowed_tools naming a tool you cannot use now",
         "provider without model (or model without provider), or a provider not configured",
-        "skill_name unknown, or a skill that grants no tools at this job's trust",
+        "skill_name not a loaded skill, or one granting a guest job no tool",
         "delivery_mode 'channel' without a delivery_target, or an unknown channel",
         "a context without trust: it cannot create jobs",
         _UNAVAILABLE,
