@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fermix_core.agent.bm25 import BM25Index
+from fermix_core.config.models import DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT_S
 from fermix_core.messages import ToolDefinition
 from fermix_core.plugins.discovery import FIRST_PARTY, canonical_dist_name
 from fermix_core.specs import PolicyClass, ToolSpec
@@ -128,8 +129,13 @@ class CapabilityRegistry:
         *,
         sources: Mapping[str, str] | None = None,
         deferral: bool = True,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_S,
     ) -> None:
         self.deferral = deferral
+        #: ``[fermix_core.tools] max_result_chars`` and ``timeout_seconds``: every call's caps.
+        self.max_result_chars = max_result_chars
+        self.timeout_seconds = timeout_seconds
         self.errors: list[str] = []
         self._specs: dict[str, ToolSpec] = {}
         for spec in specs:
@@ -167,6 +173,10 @@ class CapabilityRegistry:
 
     def third_party(self, name: str) -> bool:
         return name in self._third_party
+
+    def timeout_for(self, spec: ToolSpec) -> float:
+        """The deadline of one call of *spec*: its own override, else the configured one."""
+        return spec.timeout_seconds if spec.timeout_seconds is not None else self.timeout_seconds
 
     def deferred(self, spec: ToolSpec) -> bool:
         """Whether *spec*'s schema leaves the wire (only ever while deferral is on)."""
