@@ -25,7 +25,6 @@ they are immutable, and a busy daemon takes one per turn.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -33,7 +32,7 @@ from typing import Any
 from fermix_core.agent.bm25 import BM25Index
 from fermix_core.config.models import DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT_S
 from fermix_core.messages import ToolDefinition
-from fermix_core.plugins.discovery import FIRST_PARTY, canonical_dist_name
+from fermix_core.plugins.discovery import FIRST_PARTY, distribution_of
 from fermix_core.specs import PolicyClass, ToolSpec
 from fermix_core.tool import Tool, ToolBuildError, Trust, build_tool
 
@@ -57,7 +56,6 @@ REACT = "react"
 CATALOG_HEADING = "## Built-in Capability Catalog"
 PLUGINS_HEADING = "## Plugins"
 _SNAPSHOT_CACHE_LIMIT = 64
-_SOURCE_DIST = re.compile(r"\(([^\s()]+)\s[^()]*\)\s*$")
 
 
 class ToolUnavailable(LookupError):
@@ -69,12 +67,6 @@ class ToolUnavailable(LookupError):
             f"no tool named {name!r} is available on this turn; check the capability "
             "catalog (or tool_search) for the exact name"
         )
-
-
-def distribution_of(source: str) -> str | None:
-    """The distribution in a plugin source string ``"name (dist version)"``, if it names one."""
-    match = _SOURCE_DIST.search(source)
-    return canonical_dist_name(match.group(1)) if match else None
 
 
 def is_third_party(source: str | None) -> bool:
