@@ -305,3 +305,52 @@ async def test_a_guest_cannot_use_the_owners_token(fx, tmp_path) -> None:
     # The refusal did not burn the token: the owner can still confirm it.
     await telegram(fx, "1", f"/confirm {token}")
     assert str(wanted) in fx.runtime.home.config_file.read_text()
+
+
+async def test_ask_after_the_open_block_raises_a_clear_error(fermix_home) -> None:
+    from fermix_core.api import FermixClosedError
+
+    async with Fermix.open(
+        fermix_home, config=CONFIG, plugins=[("providers.harness", Harness())]
+    ) as fx:
+        assert (await fx.ask("hello", session="s")).text == "ok"
+    with pytest.raises(FermixClosedError, match=r"block has ended.*open a new one"):
+        await fx.ask("hello again", session="s")
+
+
+async def test_cancelling_ask_cancels_the_turn_like_stop(fx) -> None:
+    from fermix_core.turns import STOP_MARKER
+
+    harness = fx.harness
+    entered, unwound = anyio.Event(), anyio.Event()
+
+    async def never_answers() -> Turn:
+        entered.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            unwound.set()
+
+    answer = harness.provider.fn
+
+    async def first_never_answers(request):
+        if not entered.is_set():
+            await never_answers()
+        return await answer(request)
+
+    harness.provider.fn = first_never_answers
+
+    async def ask_a_novel() -> None:
+        await fx.ask("write me a novel", session="s")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask_a_novel)
+        await entered.wait()
+        tg.cancel_scope.cancel()
+    # The model call was cancelled with the caller, not left running.
+    assert unwound.is_set()
+    outcome = await fx.ask("something short instead", session="s")
+    assert outcome.text == "ok"
+    history = [m.text for m in harness.requests[-1].messages]
+    assert "write me a novel" in history
+    assert STOP_MARKER in history

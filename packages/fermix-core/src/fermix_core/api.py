@@ -29,7 +29,11 @@ from fermix_core.runtime import Runtime
 from fermix_core.service import FermixService
 from fermix_core.turns import TurnOutcome
 
-__all__ = ["Fermix", "TurnOutcome"]
+__all__ = ["Fermix", "FermixClosedError", "TurnOutcome"]
+
+
+class FermixClosedError(RuntimeError):
+    """The :class:`Fermix` was used after its ``async with Fermix.open(...)`` block ended."""
 
 
 class Fermix:
@@ -37,6 +41,7 @@ class Fermix:
 
     def __init__(self, service: FermixService) -> None:
         self.service = service
+        self.closed = False
 
     @property
     def runtime(self) -> Runtime:
@@ -66,15 +71,25 @@ class Fermix:
         )
         async with FermixService.running(runtime) as service:
             await runtime.start()
+            fx = cls(service)
             try:
-                yield cls(service)
+                yield fx
             finally:
+                fx.closed = True
                 await runtime.stop()
 
     async def ask(
         self, text: str, *, session: str = "default", cwd: str | Path | None = None
     ) -> TurnOutcome:
-        """Run one operator turn (or slash command) in *session*; returns the outcome."""
+        """Run one operator turn (or slash command) in *session*; returns the outcome.
+
+        Raises :class:`FermixClosedError` once the ``Fermix.open`` block has ended.
+        """
+        if self.closed:
+            raise FermixClosedError(
+                "this Fermix is closed: its `async with Fermix.open(...)` block has ended. "
+                "Call ask() inside the block, or open a new one."
+            )
         return await self.service.ask(text, session=session, cwd=Path(cwd) if cwd else None)
 
     def status(self) -> dict[str, Any]:

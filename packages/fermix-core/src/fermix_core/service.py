@@ -342,7 +342,14 @@ class FermixService:
         outcome = await self.gateway.ingest(message, reply, cwd=cwd)
         job = getattr(outcome, "job", None)
         if job is not None:
-            await job.done.wait()
+            try:
+                await job.done.wait()
+            except anyio.get_cancelled_exc_class():
+                # The caller gave up: stop its turn exactly as /stop would, so the model
+                # call ends, the reply is not committed and the session is free again.
+                with anyio.CancelScope(shield=True):
+                    await self.queue.cancel(job)
+                raise
             if isinstance(job.result, TurnOutcome):
                 job.result.text = reply.text or job.result.text
                 return job.result

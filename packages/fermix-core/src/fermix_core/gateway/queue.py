@@ -178,6 +178,26 @@ class ConversationQueue:
             cancelled=active is not None, cleared=len(cleared), background=len(background)
         )
 
+    async def cancel(self, job: TurnJob) -> None:
+        """Stop one job the way ``/stop`` stops it, leaving the conversation's others alone.
+
+        Running, it is cancelled (the turn's stop rule decides what history keeps); queued,
+        it is dropped and reported stopped. Returns once it has unwound.
+        """
+        lane = self._lanes.get(job.key)
+        if job in self._background:
+            self._background[job].cancel()
+        elif lane is not None and lane.active is job and lane.scope is not None:
+            lane.scope.cancel()
+        elif lane is not None and job in lane.jobs:
+            lane.jobs.remove(job)
+            job.stopped = True
+            try:
+                await self._notify_stopped(job)
+            finally:
+                job.done.set()
+        await job.done.wait()
+
     # ------------------------------------------------------------------ reading
 
     def active(self) -> dict[ConversationKey, TurnJob]:
