@@ -64,6 +64,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "logs", "Show the daemon log (-f to follow).", "fermix_core.cli.daemon_cmd:logs_app"
     ),
     CommandEntry(
+        "acp",
+        "Serve the Agent Client Protocol on stdin/stdout (editors launch this).",
+        "fermix_core.cli.acp_cmd:acp_app",
+    ),
+    CommandEntry(
         "capabilities",
         "List the agent's tools and who can use them.",
         "fermix_core.cli.capabilities_cmd:app",
