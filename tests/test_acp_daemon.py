@@ -326,3 +326,30 @@ def test_tool_calls_are_reported_and_cwd_is_the_request_directory(acp_env, tmp_p
             assert "heliotrope" in recorder.text(sid)
 
     anyio.run(scenario)
+
+
+TS_CLIENT = Path(__file__).parent / "acp_ts"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+@pytest.mark.skipif(
+    not (TS_CLIENT / "node_modules" / "@agentclientprotocol" / "sdk").is_dir(),
+    reason="the TypeScript ACP SDK is not installed: run `npm ci` in tests/acp_ts",
+)
+def test_the_typescript_sdk_drives_fermix_acp_too(acp_env, model, tmp_path) -> None:
+    start_daemon(acp_env)
+    result = subprocess.run(
+        ["node", str(TS_CLIENT / "client.mjs"), FERMIX, str(tmp_path)],
+        env=acp_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=TS_CLIENT,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["agentName"] == "fermix" and seen["loadSession"] is True
+    assert seen["firstStop"] == "end_turn"
+    assert "".join(seen["streamed"]) == "echo: hello from typescript"
+    assert len(seen["streamed"]) >= 2
+    assert seen["cancelledStop"] == "cancelled"
