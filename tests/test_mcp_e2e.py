@@ -129,6 +129,11 @@ async def test_owner_turn_calls_an_mcp_tool_through_the_bridge_and_by_name(fx) -
     assert result.content[0].media_type == "image/png"
 
 
+async def test_status_lists_the_server(fx) -> None:
+    [row] = fx.service.status()["mcp"]
+    assert row["name"] == "t" and row["state"] == "ready" and "mcp_t_echo" in row["tools"]
+
+
 async def test_stdio_server_env_is_minimal_plus_declared(fx) -> None:
     fx.harness.script = [calling("mcp_t_getenv", {"name": "DECLARED"})]
     await telegram(fx, "1", "env")

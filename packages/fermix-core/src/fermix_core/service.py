@@ -385,4 +385,5 @@ class FermixService:
             "active_conversations": len(self.queue.active()) if self.queue else 0,
             "channels": self.channels.health() if self.channels is not None else [],
             "http": self.ingress.as_dict() if self.ingress is not None else None,
+            "mcp": self.mcp.status() if self.mcp is not None else [],
         }

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import pytest
 from fermix_core.agent import CapabilityRegistry
 from fermix_core.cli.app import run
-from fermix_core.config.models import McpServer
+from fermix_core.config.models import McpConfig, McpServer
 from fermix_core.daemon.server import ControlServer, MethodError
+from fermix_core.doctor import Status
 from fermix_core.home import FermixHome
 from fermix_core.mcp.control import control_handlers
+from fermix_core.mcp.doctor import check_mcp
 from fermix_core.mcp.manager import McpManager
 
 pytest.importorskip("mcp", reason="the MCP client is the fermix-agent[mcp] extra")
@@ -21,6 +24,28 @@ pytest.importorskip("mcp", reason="the MCP client is the fermix-agent[mcp] extra
 pytestmark = pytest.mark.anyio
 
 SERVER = Path(__file__).with_name("mcp_test_server.py")
+
+
+def loaded(servers: dict) -> SimpleNamespace:
+    """Just what check_mcp reads: ``config.core.mcp.servers``."""
+    return SimpleNamespace(core=SimpleNamespace(mcp=McpConfig.model_validate({"servers": servers})))
+
+
+def test_doctor_rows_offline(fermix_home, tmp_path) -> None:
+    servers = {
+        "gone": {"command": [str(tmp_path / "missing")]},
+        "off": {"command": [sys.executable], "enabled": False},
+        "fine": {"command": [sys.executable]},
+        "web": {"url": "http://127.0.0.1:9/mcp"},
+    }
+    doctor = SimpleNamespace(config=loaded(servers), home=FermixHome.resolve())
+    rows = {row.label: row for row in check_mcp(doctor)}
+    assert rows["mcp gone"].status is Status.FAIL and "not found" in rows["mcp gone"].detail
+    assert rows["mcp off"].status is Status.SKIP
+    assert rows["mcp fine"].status is Status.OK and "no daemon" in rows["mcp fine"].detail
+    assert rows["mcp web"].status is Status.OK
+    none = SimpleNamespace(config=loaded({}), home=FermixHome.resolve())
+    assert [r.status for r in check_mcp(none)] == [Status.SKIP]
 
 
 def test_without_a_daemon_the_command_says_how_to_start_one(fermix_home, capsys) -> None:
@@ -46,7 +71,11 @@ async def test_list_tools_restart_over_the_control_socket(fermix_home, capsys) -
         code = await anyio.to_thread.run_sync(run, list(argv))
         return code, json.loads(capsys.readouterr().out)
 
-    server = ControlServer(home.daemon_sock, control_handlers(lambda: mgr, MethodError))
+    async def status(params: dict) -> dict:
+        return {"mcp": mgr.status()}
+
+    handlers = {**control_handlers(lambda: mgr, MethodError), "status": status}
+    server = ControlServer(home.daemon_sock, handlers)
     async with anyio.create_task_group() as tg:
         await tg.start(mgr.serve)
         await tg.start(server.serve)
@@ -60,6 +89,9 @@ async def test_list_tools_restart_over_the_control_socket(fermix_home, capsys) -
         assert echo["remote"] == "echo" and echo["input_schema"]["type"] == "object"
         code, missing = await cli("mcp", "tools", "nope", "--json")
         assert code == 1 and "no MCP server named 'nope'" in missing["error"]
+        doctor = SimpleNamespace(config=loaded({"t": {"command": [sys.executable]}}), home=home)
+        [row] = await anyio.to_thread.run_sync(check_mcp, doctor)
+        assert (row.label, row.status, row.detail.split(" (")[0]) == ("mcp t", Status.OK, "ready")
         before = mgr.runner("t").restarts
         code, answer = await cli("mcp", "restart", "t", "--json")
         assert code == 0 and answer == {"name": "t", "restarting": True}
