@@ -26,6 +26,15 @@ pytestmark = pytest.mark.anyio
 SERVER = Path(__file__).with_name("mcp_test_server.py")
 
 
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """``run()`` configures process-wide logging and crash hooks; undo it after each test."""
+    yield
+    from fermix_core.logs import teardown_logging
+
+    teardown_logging()
+
+
 def loaded(servers: dict) -> SimpleNamespace:
     """Just what check_mcp reads: ``config.core.mcp.servers``."""
     return SimpleNamespace(core=SimpleNamespace(mcp=McpConfig.model_validate({"servers": servers})))
