@@ -148,6 +148,8 @@ class FermixService:
                 **{spec.name: "core.sandbox (fermix-core 0.1.0)" for spec in exposed},
             },
             deferral=tool_search is not False,
+            max_result_chars=config.core.fermix_core.tools.max_result_chars,
+            timeout_seconds=config.core.fermix_core.tools.timeout_seconds,
         )
         caller, windows = service._build_caller()
         tracer = Tracer(runtime.home)

@@ -25,14 +25,14 @@ they are immutable, and a busy daemon takes one per turn.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from fermix_core.agent.bm25 import BM25Index
+from fermix_core.config.models import DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT_S
 from fermix_core.messages import ToolDefinition
-from fermix_core.plugins.discovery import FIRST_PARTY, canonical_dist_name
+from fermix_core.plugins.discovery import FIRST_PARTY, distribution_of
 from fermix_core.specs import PolicyClass, ToolSpec
 from fermix_core.tool import Tool, ToolBuildError, Trust, build_tool
 
@@ -56,7 +56,6 @@ REACT = "react"
 CATALOG_HEADING = "## Built-in Capability Catalog"
 PLUGINS_HEADING = "## Plugins"
 _SNAPSHOT_CACHE_LIMIT = 64
-_SOURCE_DIST = re.compile(r"\(([^\s()]+)\s[^()]*\)\s*$")
 
 
 class ToolUnavailable(LookupError):
@@ -68,12 +67,6 @@ class ToolUnavailable(LookupError):
             f"no tool named {name!r} is available on this turn; check the capability "
             "catalog (or tool_search) for the exact name"
         )
-
-
-def distribution_of(source: str) -> str | None:
-    """The distribution in a plugin source string ``"name (dist version)"``, if it names one."""
-    match = _SOURCE_DIST.search(source)
-    return canonical_dist_name(match.group(1)) if match else None
 
 
 def is_third_party(source: str | None) -> bool:
@@ -128,8 +121,13 @@ class CapabilityRegistry:
         *,
         sources: Mapping[str, str] | None = None,
         deferral: bool = True,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_S,
     ) -> None:
         self.deferral = deferral
+        #: ``[fermix_core.tools] max_result_chars`` and ``timeout_seconds``: every call's caps.
+        self.max_result_chars = max_result_chars
+        self.timeout_seconds = timeout_seconds
         self.errors: list[str] = []
         self._specs: dict[str, ToolSpec] = {}
         for spec in specs:
@@ -168,6 +166,10 @@ class CapabilityRegistry:
 
     def third_party(self, name: str) -> bool:
         return name in self._third_party
+
+    def timeout_for(self, spec: ToolSpec) -> float:
+        """The deadline of one call of *spec*: its own override, else the configured one."""
+        return spec.timeout_seconds if spec.timeout_seconds is not None else self.timeout_seconds
 
     def deferred(self, spec: ToolSpec) -> bool:
         """Whether *spec*'s schema leaves the wire (only ever while deferral is on)."""

@@ -190,9 +190,18 @@ class GenerateImageConfig(Section):
     router_model: NonEmpty | None = None
 
 
+DEFAULT_MAX_RESULT_CHARS = 100_000
+DEFAULT_TOOL_TIMEOUT_S = 300.0
+
+
 class ToolsConfig(Section):
     """``[fermix_core.tools]``; plugin tools add their own ``[fermix_core.tools.<x>]``."""
 
+    #: Longest tool result (in characters of text) the model receives; the rest is cut and
+    #: replaced by a marker saying how much was cut.
+    max_result_chars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, ge=1_000, le=10_000_000)
+    #: Deadline of one tool call in seconds; ``ToolSpec.timeout_seconds`` overrides it.
+    timeout_seconds: float = Field(default=DEFAULT_TOOL_TIMEOUT_S, gt=0, le=24 * 3600)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     generate_image: GenerateImageConfig = Field(default_factory=GenerateImageConfig)
