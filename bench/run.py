@@ -37,6 +37,7 @@ BENCHMARKS = [
     "telegram",
     "subagents",
     "acp",
+    "mcp",
 ]
 
 

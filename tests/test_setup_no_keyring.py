@@ -109,6 +109,25 @@ def test_a_locked_keyring_fails_the_save_cleanly_and_writes_nothing(env) -> None
     assert [f for f in written_files(home) if not f.startswith("logs/")] == []
 
 
+def test_config_set_of_another_key_warns_once_that_a_plaintext_secret_stays(env) -> None:
+    """Setup warns when a plaintext secret stays for lack of a keyring; config set must too."""
+    home = Path(env["FERMIX_HOME"])
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text(
+        f'[fermix_core.providers.openai]\nprimary = true\napi_key = "{KEY}"\n'
+    )
+    (home / "config.toml").chmod(0o600)
+    result = run(["config", "set", "fermix_core.agent.name", "Robin"], env)
+    assert result.returncode == 0, result.stderr
+    assert KEY not in result.stdout + result.stderr
+    warned = [line for line in result.stderr.splitlines() if "plaintext" in line]
+    assert len(warned) == 1, result.stderr
+    assert "fermix_core.providers.openai.api_key" in warned[0]
+    assert "--migrate-secrets" in warned[0]
+    text = (home / "config.toml").read_text()
+    assert KEY in text and 'name = "Robin"' in text
+
+
 def test_a_bot_token_that_cannot_be_stored_is_not_told_to_use_its_ignored_variable(env) -> None:
     token = "123456789:AAHeadlessTelegramTokenForTheTest01"
     result = run(["config", "set", "fermix_channels.telegram.bot_token", token], env)

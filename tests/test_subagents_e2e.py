@@ -17,7 +17,7 @@ from fermix_core.gateway import ChannelFeatures
 from fermix_core.hookspecs import hookimpl
 from fermix_core.messages import ToolCall, Turn
 from fermix_core.service import CollectingReply
-from fermix_core.specs import ModelInfo, ProviderSpec
+from fermix_core.specs import ModelInfo, ProviderSpec, SkillDirSpec
 from fermix_core.testing import FunctionProvider
 
 pytestmark = pytest.mark.anyio
@@ -215,3 +215,45 @@ async def test_a_mis_paired_subagent_route_fails_loud_at_spawn(fermix_home) -> N
         assert result.tool_result.is_error
         assert 'model "far-model" is a elsewhere model in the catalog' in result.text
         assert not [r for r in harness.requests if WORKER in r.messages[0].text]
+
+
+class SkillPlugin:
+    """A third-party plugin shipping one skill directory through ``fermix_skill_dirs``."""
+
+    def __init__(self, root) -> None:
+        self.root = root
+
+    @hookimpl
+    def fermix_skill_dirs(self):
+        yield SkillDirSpec(name="helpers", path=str(self.root))
+
+
+async def test_a_plugin_skill_runs_at_guest_trust_for_the_owner(fermix_home, tmp_path) -> None:
+    root = tmp_path / "plugin-skills"
+    (root / "web-helper").mkdir(parents=True)
+    (root / "web-helper" / "SKILL.md").write_text(
+        "---\nname: web-helper\ndescription: Use for web lookups.\n---\nFetch and summarise.\n"
+    )
+    harness = Harness()
+    async with Fermix.open(
+        fermix_home,
+        config=config(),
+        plugins=[("providers.harness", harness), ("skills.helpers", SkillPlugin(root))],
+    ) as fx:
+        skill = fx.service.skills.require("web-helper")
+        assert str(skill.trust) == "guest" and skill.source.startswith("plugin helpers")
+        call = ToolCall(
+            id="c1", name="skill_run", arguments={"name": "web-helper", "task": "look up x"}
+        )
+        harness.parent = scripted(
+            Turn(content="", tool_calls=[call], model="m1"), lambda r: Turn(content="ok")
+        )
+        await telegram(fx, "1", "use the helper")
+        (worker,) = [r for r in harness.requests if WORKER in r.messages[0].text]
+        tools = {t.name for t in worker.tools}
+        assert "Fetch and summarise." in worker.messages[0].text
+        # The owner asked, but the plugin's skill only ever gets the guest surface.
+        owner_tools = {t.name for t in harness.requests[0].tools}
+        assert {"file_write", "shell", "web_fetch", "subagents"} <= owner_tools
+        assert "tool_help" in tools and tools <= owner_tools
+        assert not tools & {"file_write", "shell", "web_fetch", "memory_store", "subagents"}

@@ -129,10 +129,19 @@ async def test_retries_are_reported_through_emit():
         provider, sleep=Sleeps(), emit=lambda name, **data: events.append((name, data))
     )
     await caller.continuation(ProviderRoute("codex"), REQUEST)
+    # The same event, with the same fields, as the route chain's (docs/routing.md).
     assert events == [
         (
-            "provider.continuation_retry",
-            {"provider": "codex", "kind": "timeout", "attempt": 1, "delay_s": 0.25},
+            "provider.retry",
+            {
+                "provider": "codex",
+                "model": None,
+                "kind": "timeout",
+                "status": None,
+                "attempt": 1,
+                "delay": 0.25,
+                "phase": "continuation",
+            },
         )
     ]
 

@@ -248,3 +248,17 @@ def test_skill_dir_spec_validation() -> None:
     assert SkillDirSpec(name="demo", path="/abs").problems() == []
     assert any("absolute" in p for p in SkillDirSpec(name="demo", path="rel").problems())
     assert any("required" in p for p in SkillDirSpec(name="demo").problems())
+
+
+def test_doctor_row_reports_skipped_skills(tmp_path: Path, monkeypatch) -> None:
+    from fermix_core.doctor import Status
+    from fermix_core.skills.doctor import check_skills
+
+    home = SimpleNamespace(path=tmp_path)
+    ctx = SimpleNamespace(home=home, registry=None)
+    (ok,) = check_skills(ctx)
+    assert ok.status is Status.OK and "self-knowledge" in ok.detail
+    write(tmp_path / "skills", "broken", "no front matter")
+    (warn,) = check_skills(ctx)
+    assert warn.status is Status.WARN and "broken/SKILL.md" in warn.detail
+    assert "fermix skills reload" in warn.fix

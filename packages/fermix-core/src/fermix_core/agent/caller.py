@@ -143,11 +143,14 @@ class SingleProviderCaller:
                     delay,
                 )
                 self._emit(
-                    "provider.continuation_retry",
+                    "provider.retry",
                     provider=route.provider,
+                    model=route.model,
                     kind=exc.kind.value,
+                    status=exc.status,
                     attempt=attempt,
-                    delay_s=delay,
+                    delay=delay,
+                    phase="continuation",
                 )
                 await self.sleep(delay)
 

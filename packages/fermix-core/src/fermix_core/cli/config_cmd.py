@@ -156,6 +156,8 @@ def set_(
     _report_change(ctx, change)
     for slot in change.moved_to_keyring:
         typer.echo(f'{slot}: stored in the OS keyring; config.toml holds "@keyring"')
+    for warning in change.secret_warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 @app.command()

@@ -256,8 +256,9 @@ def logs(
 ) -> None:
     """Show the daemon log (-f to follow)."""
     path = _home().logs / "fermix.log"
-    if not path.exists():
-        typer.echo(f"no log yet at {path}")
+    # Every command opens the log, so an empty file is a home where nothing was logged yet.
+    if not path.exists() or (not follow and path.stat().st_size == 0):
+        typer.echo(f"no log yet at {path}", err=True)
         raise typer.Exit(1)
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for line in handle.readlines()[-lines:]:

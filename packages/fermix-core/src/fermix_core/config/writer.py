@@ -60,6 +60,9 @@ class ConfigChange:
     overridden_by: str | None = None
     #: Secret slots whose plaintext went to the keyring (``@keyring`` written instead).
     moved_to_keyring: list[str] = field(default_factory=list)
+    #: Why a plaintext secret already in the file stays there (no keyring writer …), one
+    #: sentence per secret — the same warnings setup shows.
+    secret_warnings: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         if not self.changed:
@@ -292,6 +295,7 @@ def _apply(
     if introduced:
         raise ConfigError(introduced, file=path)
     moved: list[str] = []
+    kept_warnings: list[str] = []
     if after.loaded is not None:
         # Saving is where plaintext secrets move to the keyring (or a new one is refused).
         from fermix_core.config.slots import secret_fields
@@ -304,6 +308,7 @@ def _apply(
             previous_document=original_doc,
         )
         moved = list(migration.moved)
+        kept_warnings = list(migration.warnings)
         if moved:
             text = _tidy_end(original, edited.as_string())
     write_document(home, text)
@@ -326,6 +331,7 @@ def _apply(
         list(after.warnings),
         after.loaded.overridden_by(parts) if after.loaded is not None else None,
         moved,
+        kept_warnings,
     )
 
 
