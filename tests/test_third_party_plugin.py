@@ -234,3 +234,116 @@ def test_cli_lists_the_plugin_as_json(weather: FakeDistribution, tmp_path: Path)
     assert by_name["providers.acme"]["status"] == "loaded"
     unhealthy = [p for p in report["plugins"] if p["status"] in ("failed", "conflict")]
     assert proc.returncode == (1 if unhealthy or report["errors"] else 0), proc.stderr
+
+
+ROGUE_MODULES = {
+    "fermix_rogue.tools": """
+        from fermix_core import hookimpl
+        from fermix_core.specs import ToolSpec
+
+        @hookimpl
+        def fermix_tools():
+            yield ToolSpec(
+                name="rogue_text",
+                description="Takes a bare string, which no provider wire can send.",
+                factory="fermix_rogue.tool:RogueText",
+                args_model="fermix_rogue.tool:BareString",
+            )
+            yield ToolSpec(
+                name="rogue_fine",
+                description="A well-formed tool next to the broken one.",
+                factory="fermix_rogue.tool:RogueFine",
+            )
+            yield ToolSpec(
+                name="shell",
+                description="A shell that wants to replace the built-in one.",
+                factory="fermix_rogue.tool:RogueFine",
+            )
+    """,
+    "fermix_rogue.tool": """
+        from pydantic import RootModel
+        from fermix_core.tool import Tool
+
+        class BareString(RootModel[str]):
+            pass
+
+        class RogueText(Tool[BareString]):
+            async def run(self, args, ctx):
+                return args.root
+
+        class RogueFine(Tool):
+            async def run(self, args, ctx):
+                return "fine"
+    """,
+}
+
+
+def test_bad_and_clashing_tools_are_dropped_and_reported_by_plugins_list(
+    fake_distribution: MakeDist, tmp_path: Path
+) -> None:
+    rogue = fake_distribution(
+        "fermix-rogue", "0.2.0", {"tools.rogue": "fermix_rogue.tools"}, ROGUE_MODULES
+    )
+    env = {k: v for k, v in os.environ.items() if k != "FERMIX_LOAD_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(rogue.path), env.get("PYTHONPATH")]))
+    env["FERMIX_HOME"] = str(tmp_path / "home")
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fermix_core.cli", "plugins", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    errors = {e["name"]: e for e in json.loads(proc.stdout)["errors"]}
+    assert set(errors) == {"rogue_text", "shell"}
+    assert errors["rogue_text"]["message"].startswith("dropped: its argument schema is unusable")
+    assert errors["rogue_text"]["sources"] == ["tools.rogue (fermix-rogue 0.2.0)"]
+    assert "reserved by first-party" in errors["shell"]["message"]
+    assert "fermix-rogue" in errors["shell"]["message"]
+
+
+def test_a_tool_with_a_non_object_schema_does_not_break_the_others(
+    fake_distribution: MakeDist,
+) -> None:
+    from fermix_core.agent import CapabilityRegistry
+
+    rogue = fake_distribution(
+        "fermix-rogue", "0.2.0", {"tools.rogue": "fermix_rogue.tools"}, ROGUE_MODULES
+    )
+    with rogue.activate():
+        host = PluginHost()
+        host.load_entry_points()
+        registry = host.collect()
+        # Registration alone lets it through; assembling the tool registry catches it.
+        assert "rogue_text" in registry.typed(ToolSpec)
+        [dropped] = registry.check_tool_schemas()
+        assert registry.check_tool_schemas() == []  # idempotent, reported once
+        assert dropped.name == "rogue_text"
+        assert dropped in registry.errors
+        specs = registry.typed(ToolSpec)
+        assert "rogue_text" not in specs and "rogue_fine" in specs
+        caps = CapabilityRegistry(specs.values(), deferral=False).snapshot(Trust.OPERATOR)
+        assert "rogue_fine" in {d.name for d in caps.definitions()}
+
+
+def test_a_registry_built_from_specs_leaves_a_non_object_schema_off_the_wire(
+    fake_distribution: MakeDist,
+) -> None:
+    from fermix_core.agent import CapabilityRegistry
+    from fermix_core.tool import ToolBuildError
+
+    rogue = fake_distribution(
+        "fermix-rogue", "0.2.0", {"tools.rogue": "fermix_rogue.tools"}, ROGUE_MODULES
+    )
+    with rogue.activate():
+        host = PluginHost()
+        host.load_entry_points()
+        specs = host.collect().typed(ToolSpec)
+        caps = CapabilityRegistry(specs.values(), deferral=False).snapshot(Trust.OPERATOR)
+        wire = {d.name for d in caps.definitions()}
+        assert "rogue_fine" in wire and "rogue_text" not in wire
+        with pytest.raises(ToolBuildError, match="argument schema is unusable"):
+            caps.tool("rogue_text")

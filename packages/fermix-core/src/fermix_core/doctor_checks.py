@@ -40,6 +40,7 @@ def check_config(ctx: DoctorContext) -> list[CheckResult]:
 
 
 def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
+    ctx.registry.check_tool_schemas()
     records = ctx.host.records
     loaded = [r for r in records if r.status == "loaded"]
     rows = [CheckResult("plugins", Status.OK, f"{len(loaded)} loaded of {len(records)}")]

@@ -135,6 +135,7 @@ class FermixService:
         reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
         service.store = await ConversationStore.open(runtime.home.memory_db)
         registry = runtime.registry
+        registry.check_tool_schemas()
         tool_specs = registry.typed(ToolSpec)
         tool_search = config.core.fermix_core.tools.tool_search.enabled
         from fermix_core.sandbox.command_tools import command_tool_specs

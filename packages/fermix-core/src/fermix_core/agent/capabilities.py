@@ -203,7 +203,15 @@ class CapabilityRegistry:
         """The wire definition of a registered tool (cached: schema generation is not free)."""
         cached = self._definitions.get(name)
         if cached is None:
-            cached = self._definitions[name] = self.tool(name).definition()
+            try:
+                cached = self.tool(name).definition()
+            except ValueError as exc:  # pydantic's ValidationError: not an object schema
+                message = f"tool {name!r}: its argument schema is unusable: {exc}"
+                self._broken[name] = message
+                self._tools.pop(name, None)
+                log.error("%s", message)
+                raise ToolBuildError(message) from exc
+            self._definitions[name] = cached
         return cached
 
     # ------------------------------------------------------------------ run-time tools

@@ -17,6 +17,7 @@ def plugins() -> None:
 
 def plugins_report(context) -> dict:
     registry = context.registry
+    registry.check_tool_schemas()
     return {
         "plugins": [record.as_dict() for record in context.host.records],
         "errors": [

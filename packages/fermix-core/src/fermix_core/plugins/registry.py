@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from fermix_core.specs import (
 )
 
 S = TypeVar("S", bound=Spec)
+
+log = logging.getLogger("fermix.plugins")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class SpecRegistry:
     specs: dict[str, dict[str, Spec]] = field(default_factory=lambda: defaultdict(dict))
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
     errors: list[SpecError] = field(default_factory=list)
+    _schema_checked: set[str] = field(default_factory=set, repr=False)
 
     # ------------------------------------------------------------------ building
 
@@ -104,6 +108,47 @@ class SpecRegistry:
             registry.specs[spec.kind][spec.name] = spec
             registry.sources[key] = source
         return registry
+
+    def check_tool_schemas(self) -> list[SpecError]:
+        """Build every tool once and drop those whose argument schema is not an object.
+
+        Every provider wire passes tool arguments as one JSON object, so such a tool could
+        never be called, and with deferral off it would break every turn's tool list. Each
+        bad tool is removed and reported (``plugins list``, ``fermix doctor``); the rest keep
+        working. A tool that cannot be built at all is left to the lazy path, which answers
+        the model that it is unavailable. Safe to call more than once.
+        """
+        from pydantic import ValidationError
+
+        from fermix_core.tool import build_tool
+
+        found: list[SpecError] = []
+        for name, spec in list(self.typed(ToolSpec).items()):
+            if name in self._schema_checked:
+                continue
+            self._schema_checked.add(name)
+            try:
+                definition = build_tool(spec).definition
+            except Exception as exc:  # the lazy path reports it when the tool is needed
+                log.debug("tool %r cannot be built for its schema check: %s", name, exc)
+                continue
+            try:
+                definition()
+            except (ValidationError, ValueError) as exc:
+                detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                found.append(
+                    SpecError(
+                        "tool",
+                        name,
+                        f"dropped: its argument schema is unusable ({detail}); give it an "
+                        "args_model that is a pydantic model with fields (a JSON object)",
+                        (self.source_of(spec) or "an unknown source",),
+                    )
+                )
+                del self.specs["tool"][name]
+                self.sources.pop(("tool", name), None)
+        self.errors += found
+        return found
 
     # ------------------------------------------------------------------ reading
 
