@@ -36,6 +36,7 @@ BENCHMARKS = [
     "channels",
     "telegram",
     "subagents",
+    "mcp",
 ]
 
 

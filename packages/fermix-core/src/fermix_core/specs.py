@@ -203,11 +203,21 @@ class ToolSpec(Spec):
     #: Optional ``[fermix_core.tools.<config_section>]`` owned by this tool.
     config_section: str | None = None
     config_model: Ref | None = None
+    #: Deadline of one call in seconds; ``None`` takes ``[fermix_core.tools] timeout_seconds``.
+    timeout_seconds: float | None = None
 
     def problems(self) -> list[str]:
         problems = Spec.problems(self)
         _check_ref("factory", self.factory, problems)
         _check_ref("args_model", self.args_model, problems, required=False)
+        if self.timeout_seconds is not None and not (
+            isinstance(self.timeout_seconds, int | float)
+            and not isinstance(self.timeout_seconds, bool)
+            and self.timeout_seconds > 0
+        ):
+            problems.append(
+                f"timeout_seconds must be a number of seconds above 0, not {self.timeout_seconds!r}"
+            )
         if not self.description:
             problems.append("description is required (the model reads it)")
         if not isinstance(self.policy, PolicyClass):

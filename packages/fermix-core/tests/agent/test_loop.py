@@ -627,3 +627,91 @@ async def test_tool_telemetry_uses_the_real_name(kit, ctx):
     await loop_over(kit, provider, emit=lambda n, **d: events.append((n, d))).run(USER, ctx)
     ((_name, data),) = [e for e in events if e[0] == "agent.tool_call"]
     assert data["tool"] == "weather_lookup" and data["ok"] and data["via"] == "tool_call"
+
+
+# ---------------------------------------------------------------------- caps on one call
+
+
+async def test_a_huge_tool_result_is_cut_with_a_marker_the_model_reads(kit, ctx):
+    class Flood(kit.Echo):
+        async def run(self, args, ctx):
+            return "x" * 5_000_000
+
+    registry = CapabilityRegistry([kit.spec("flood", tool=Flood)], max_result_chars=2_000)
+    provider = ScriptedProvider([tool_call("flood"), reply("done")])
+    result = await AgentLoop(SingleProviderCaller(provider), registry.snapshot(Trust.OPERATOR)).run(
+        USER, ctx
+    )
+    (text,) = tool_texts(result)
+    assert text.startswith("x" * 2_000)
+    assert text.count("x") == 2_000
+    assert "output truncated: 4,998,000 of 5,000,000 characters were cut" in text
+    # What the model was sent on the next call is the capped text, not the flood.
+    sent = provider.requests[1].messages[-1].tool_result.text
+    assert sent == text
+
+
+async def test_a_result_under_the_cap_is_untouched(kit, ctx):
+    registry = CapabilityRegistry([kit.spec("echo")], max_result_chars=1_000)
+    provider = ScriptedProvider([tool_call("echo", {"text": "hi"}), reply("done")])
+    result = await AgentLoop(SingleProviderCaller(provider), registry.snapshot(Trust.OPERATOR)).run(
+        USER, ctx
+    )
+    assert tool_texts(result) == ["echo: hi"]
+
+
+async def test_a_tool_past_its_deadline_is_cancelled_and_reported(kit, ctx):
+    state: dict[str, bool] = {}
+
+    class Hangs(kit.Echo):
+        async def run(self, args, ctx):
+            try:
+                await anyio.sleep_forever()
+            finally:
+                state["cancelled"] = True
+
+    spec = kit.spec("hang", tool=Hangs, timeout_seconds=0.05)
+    # The registry-wide deadline is long: the spec's own override is what fires.
+    registry = CapabilityRegistry([spec], timeout_seconds=3600)
+    provider = ScriptedProvider([tool_call("hang"), reply("moved on")])
+    result = await AgentLoop(SingleProviderCaller(provider), registry.snapshot(Trust.OPERATOR)).run(
+        USER, ctx
+    )
+    assert result.text == "moved on"
+    (text,) = tool_texts(result)
+    assert "did not finish within 0.05 seconds" in text and "cancelled" in text
+    assert state == {"cancelled": True}
+    assert [r.ok for r in result.tool_calls] == [False]
+
+
+async def test_the_configured_deadline_applies_without_a_spec_override(kit, ctx):
+    class Hangs(kit.Echo):
+        async def run(self, args, ctx):
+            await anyio.sleep_forever()
+
+    registry = CapabilityRegistry([kit.spec("hang", tool=Hangs)], timeout_seconds=0.05)
+    provider = ScriptedProvider([tool_call("hang"), reply("ok")])
+    result = await AgentLoop(SingleProviderCaller(provider), registry.snapshot(Trust.OPERATOR)).run(
+        USER, ctx
+    )
+    assert "did not finish within 0.05 seconds" in tool_texts(result)[0]
+
+
+async def test_a_tools_own_timeout_error_is_a_crash_not_the_deadline(kit, ctx, caplog):
+    class OwnTimeout(kit.Echo):
+        async def run(self, args, ctx):
+            raise TimeoutError("the upstream timed out")
+
+    registry = CapabilityRegistry([kit.spec("slow", tool=OwnTimeout)])
+    provider = ScriptedProvider([tool_call("slow"), reply("ok")])
+    with caplog.at_level(logging.ERROR, logger="fermix.agent"):
+        result = await AgentLoop(
+            SingleProviderCaller(provider), registry.snapshot(Trust.OPERATOR)
+        ).run(USER, ctx)
+    assert "'slow' failed unexpectedly" in tool_texts(result)[0]
+
+
+def test_a_spec_timeout_must_be_positive(kit):
+    assert any("timeout_seconds" in p for p in kit.spec("t", timeout_seconds=0).problems())
+    assert any("timeout_seconds" in p for p in kit.spec("t", timeout_seconds="5").problems())
+    assert kit.spec("t", timeout_seconds=2.5).problems() == []

@@ -295,3 +295,47 @@ def test_resolve_secret_first_result_wins_and_errors_are_contained() -> None:
     broken = PluginHost()
     broken.register(Raises(), "s.raises")
     assert broken.resolve_secret(SimpleNamespace(env="X")) is None
+
+
+def test_a_third_party_tool_cannot_take_a_first_party_name() -> None:
+    def plugin(label):
+        class P:
+            @hookimpl
+            def fermix_tools(self):
+                yield ToolSpec(name="shell", description=f"{label} shell", factory="a.b:c")
+
+        return P()
+
+    host = PluginHost()
+    host.register(plugin("built-in"), "tools.shell", distribution="fermix-tools", version="0.1.0")
+    host.register(plugin("rogue"), "rogue.tools", distribution="fermix-rogue", version="2")
+    host.register(plugin("local"), "local.tools")
+    registry = host.collect()
+    kept = registry.get("tool", "shell")
+    assert kept is not None and kept.description == "built-in shell"
+    assert registry.source_of(kept) == "tools.shell (fermix-tools 0.1.0)"
+    refused = [e for e in registry.errors if e.name == "shell"]
+    assert [e.sources for e in refused] == [
+        ("rogue.tools (fermix-rogue 2)",),
+        ("local.tools (in-process)",),
+    ]
+    assert "reserved by first-party tools.shell (fermix-tools 0.1.0)" in refused[0].message
+    assert "rename it in distribution fermix-rogue" in refused[0].message
+    assert "rename it in the in-process plugin" in str(refused[1])
+
+
+def test_two_first_party_claimants_are_still_ambiguous() -> None:
+    def plugin(label):
+        class P:
+            @hookimpl
+            def fermix_tools(self):
+                yield ToolSpec(name="twin", description=f"{label} twin", factory="a.b:c")
+
+        return P()
+
+    host = PluginHost()
+    host.register(plugin("a"), "tools.a", distribution="fermix-tools", version="0.1.0")
+    host.register(plugin("b"), "core.b", distribution="fermix-core", version="0.1.0")
+    registry = host.collect()
+    assert registry.get("tool", "twin") is None
+    assert [e.message for e in registry.errors] == ["registered more than once"]

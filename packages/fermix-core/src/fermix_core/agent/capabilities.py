@@ -25,14 +25,14 @@ they are immutable, and a busy daemon takes one per turn.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from fermix_core.agent.bm25 import BM25Index
+from fermix_core.config.models import DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT_S
 from fermix_core.messages import ToolDefinition
-from fermix_core.plugins.discovery import FIRST_PARTY, canonical_dist_name
+from fermix_core.plugins.discovery import FIRST_PARTY, distribution_of
 from fermix_core.specs import PolicyClass, ToolSpec
 from fermix_core.tool import Tool, ToolBuildError, Trust, build_tool
 
@@ -56,7 +56,6 @@ REACT = "react"
 CATALOG_HEADING = "## Built-in Capability Catalog"
 PLUGINS_HEADING = "## Plugins"
 _SNAPSHOT_CACHE_LIMIT = 64
-_SOURCE_DIST = re.compile(r"\(([^\s()]+)\s[^()]*\)\s*$")
 
 
 class ToolUnavailable(LookupError):
@@ -68,12 +67,6 @@ class ToolUnavailable(LookupError):
             f"no tool named {name!r} is available on this turn; check the capability "
             "catalog (or tool_search) for the exact name"
         )
-
-
-def distribution_of(source: str) -> str | None:
-    """The distribution in a plugin source string ``"name (dist version)"``, if it names one."""
-    match = _SOURCE_DIST.search(source)
-    return canonical_dist_name(match.group(1)) if match else None
 
 
 def is_third_party(source: str | None) -> bool:
@@ -128,8 +121,13 @@ class CapabilityRegistry:
         *,
         sources: Mapping[str, str] | None = None,
         deferral: bool = True,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_S,
     ) -> None:
         self.deferral = deferral
+        #: ``[fermix_core.tools] max_result_chars`` and ``timeout_seconds``: every call's caps.
+        self.max_result_chars = max_result_chars
+        self.timeout_seconds = timeout_seconds
         self.errors: list[str] = []
         self._specs: dict[str, ToolSpec] = {}
         for spec in specs:
@@ -155,6 +153,7 @@ class CapabilityRegistry:
         self._broken: dict[str, str] = {}
         self._definitions: dict[str, ToolDefinition] = {}
         self._snapshots: dict[tuple[Trust, tuple[str, ...] | None], Capabilities] = {}
+        self._runtime: set[str] = set()
 
     # ------------------------------------------------------------------ reading
 
@@ -167,6 +166,10 @@ class CapabilityRegistry:
 
     def third_party(self, name: str) -> bool:
         return name in self._third_party
+
+    def timeout_for(self, spec: ToolSpec) -> float:
+        """The deadline of one call of *spec*: its own override, else the configured one."""
+        return spec.timeout_seconds if spec.timeout_seconds is not None else self.timeout_seconds
 
     def deferred(self, spec: ToolSpec) -> bool:
         """Whether *spec*'s schema leaves the wire (only ever while deferral is on)."""
@@ -202,6 +205,36 @@ class CapabilityRegistry:
         if cached is None:
             cached = self._definitions[name] = self.tool(name).definition()
         return cached
+
+    # ------------------------------------------------------------------ run-time tools
+
+    def add_runtime_tool(self, tool: Tool[Any], *, source: str) -> None:
+        """Register a tool that appeared after boot (an MCP server's tools, see docs/mcp.md).
+
+        A run-time tool is third-party whatever *source* says (never in a guest's snapshot)
+        and so deferred while deferral is on. A name already taken (a spec, a bridge, an
+        earlier run-time tool) is refused with :class:`ValueError`. Snapshots taken before
+        keep what they had; the next snapshot sees the change.
+        """
+        name = tool.name
+        if name in self._specs or name in BRIDGE_NAMES:
+            raise ValueError(f"tool name {name!r} is already taken; it was not registered")
+        self._specs[name] = tool.spec
+        self._sources[name] = source
+        self._third_party = self._third_party | {name}
+        self._runtime.add(name)
+        self._tools[name] = tool
+        self._snapshots.clear()
+
+    def remove_runtime_tools(self, names: Iterable[str]) -> None:
+        """Forget run-time tools (their server went away); other names are left alone."""
+        for name in list(names):
+            if name not in self._runtime:
+                continue
+            self._runtime.discard(name)
+            for table in (self._specs, self._sources, self._tools, self._definitions):
+                table.pop(name, None)
+        self._snapshots.clear()
 
     # ------------------------------------------------------------------ snapshots
 

@@ -25,6 +25,7 @@ call's id and name, which is what the provider expects to see answered.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -112,6 +113,43 @@ class _RunState:
     #: A tool answered the turn by itself (``react``): no closing model call, no text.
     end_turn: bool = False
     iterations: int = 0
+
+
+def _crashed(name: str) -> ToolOutput:
+    return ToolOutput.error(
+        f"Tool {name!r} failed unexpectedly (an internal error, not a problem "
+        "with your arguments). Try a different approach."
+    )
+
+
+def cap_output(output: ToolOutput, limit: int) -> ToolOutput:
+    """*output* with its text cut to *limit* characters, ending in a marker the model reads.
+
+    Only text counts (images and other parts pass through); the head is kept because that
+    is where tools put what matters first (exit codes, titles, the first matches).
+    """
+    total = sum(len(part.text) for part in output.content if isinstance(part, TextPart))
+    if total <= limit:
+        return output
+    left = limit
+    content: list[Any] = []
+    for part in output.content:
+        if not isinstance(part, TextPart):
+            content.append(part)
+        elif left > 0:
+            content.append(TextPart(text=part.text[:left]))
+            left -= min(left, len(part.text))
+    cut = total - limit
+    content.append(
+        TextPart(
+            text=(
+                f"\n[output truncated: {cut:,} of {total:,} characters were cut; the first "
+                f"{limit:,} are above. Ask for less (a range, a filter, a smaller page) to "
+                "see the rest.]"
+            )
+        )
+    )
+    return output.model_copy(update={"content": content})
 
 
 def _route_provider(route: object) -> str | None:
@@ -415,14 +453,8 @@ class AgentLoop:
                     "another way, or tell the user this tool is broken."
                 )
             else:
-                try:
-                    output = await tool.invoke(dict(item.arguments), ctx)
-                except Exception:
-                    log.exception("tool %s failed unexpectedly", name)
-                    output = ToolOutput.error(
-                        f"Tool {name!r} failed unexpectedly (an internal error, not a problem "
-                        "with your arguments). Try a different approach."
-                    )
+                output = await self._run_tool(tool, item, ctx)
+            output = cap_output(output, self.capabilities.registry.max_result_chars)
             self._observe.annotate(handle, ok=not output.is_error, result=output.text)
         self._observe.emit(
             "agent.tool_call",
@@ -433,6 +465,29 @@ class AgentLoop:
             session_id=ctx.session_id,
         )
         return output
+
+    async def _run_tool(self, tool: Any, item: _Dispatch, ctx: ToolContext) -> ToolOutput:
+        """One call under its deadline; a call past it is cancelled and becomes an error."""
+        name = item.name
+        registry = self.capabilities.registry
+        spec = self.capabilities.specs.get(name)
+        limit = registry.timeout_for(spec) if spec is not None else registry.timeout_seconds
+        deadline = asyncio.timeout(limit)
+        try:
+            async with deadline:
+                return await tool.invoke(dict(item.arguments), ctx)
+        except TimeoutError:
+            if not deadline.expired():
+                log.exception("tool %s failed unexpectedly", name)
+                return _crashed(name)
+            log.warning("tool %s passed its %gs deadline and was cancelled", name, limit)
+            return ToolOutput.error(
+                f"Tool {name!r} did not finish within {limit:g} seconds, so it was stopped and "
+                "its work cancelled. Try a smaller task, or do it another way."
+            )
+        except Exception:
+            log.exception("tool %s failed unexpectedly", name)
+            return _crashed(name)
 
     def _unknown(self, name: str) -> str:
         where = "the capability catalog"

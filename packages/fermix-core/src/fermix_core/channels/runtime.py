@@ -691,7 +691,11 @@ def _ingress(runtime: Any, service: Any, channels: ChannelRuntime) -> Any:
     def ready() -> tuple[bool, dict[str, Any]]:
         available = bool(service.available)
         ok = available and channels.ready()
-        return ok, {"ready": ok, "available": available, "channels": channels.health()}
+        payload = {"ready": ok, "available": available, "channels": channels.health()}
+        if service.mcp is not None:
+            # Listed, never awaited: a slow or failed MCP server does not hold readiness.
+            payload["mcp"] = service.mcp.status()
+        return ok, payload
 
     app, served = build_app(
         live=live, ready=ready, routes=channels.webhook_routes(), max_body_bytes=web.max_body_bytes

@@ -104,6 +104,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "fermix_core.cli.skills_cmd:app",
     ),
     CommandEntry(
+        "mcp",
+        "List the MCP servers, their tools, and restart one (through the daemon).",
+        "fermix_core.cli.mcp_cmd:app",
+    ),
+    CommandEntry(
         "setup",
         "Configure Fermix step by step (or non-interactively with flags).",
         "fermix_core.cli.setup_cmd:app",

@@ -30,6 +30,15 @@ def canonical_dist_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+_SOURCE_DIST = re.compile(r"\(([^\s()]+)\s[^()]*\)\s*$")
+
+
+def distribution_of(source: str) -> str | None:
+    """The distribution in a plugin source string ``"name (dist version)"``, if it names one."""
+    match = _SOURCE_DIST.search(source)
+    return canonical_dist_name(match.group(1)) if match else None
+
+
 @dataclass
 class PluginRecord:
     """What the loader knows about one plugin, whether or not it loaded."""

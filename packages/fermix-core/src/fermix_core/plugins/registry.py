@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from fermix_core.plugins.discovery import FIRST_PARTY, distribution_of
 from fermix_core.specs import (
     ChannelSpec,
     CommandSpec,
@@ -49,7 +50,9 @@ class SpecRegistry:
 
         Two specs of one kind with one name (command aliases and derived config sections
         count as names) are one error listing every source, and none of them is kept: an
-        ambiguous name must be resolved by the operator, not by load order.
+        ambiguous name must be resolved by the operator, not by load order. The exception
+        is a name one first-party distribution already claims: it is reserved, so the
+        first-party spec is kept and each other claimant is refused with its own error.
         """
         registry = cls(errors=list(errors))
         named: dict[tuple[str, str], list[tuple[Spec, str]]] = defaultdict(list)
@@ -65,19 +68,38 @@ class SpecRegistry:
             for key in _names(spec):
                 named[key].append((spec, source))
 
-        dropped: set[tuple[str, str]] = set()
+        dropped: set[int] = set()
         for key, entries in named.items():
-            if len({id(s) for s, _ in entries}) > 1:
-                sources = tuple(dict.fromkeys(src for _, src in entries))
-                registry.errors.append(
-                    SpecError(key[0], key[1], "registered more than once", sources)
-                )
-                for spec, _ in entries:
-                    dropped.add((spec.kind, spec.name))
+            if len({id(s) for s, _ in entries}) <= 1:
+                continue
+            first = [(s, src) for s, src in entries if _first_party(src)]
+            if len({id(s) for s, _ in first}) == 1:
+                # First-party names are reserved: the built-in stays, every other claimant
+                # is refused on its own, named with its distribution.
+                owner = first[0][1]
+                for spec, source in entries:
+                    if _first_party(source):
+                        continue
+                    dist = distribution_of(source)
+                    where = f"distribution {dist}" if dist else "the in-process plugin"
+                    registry.errors.append(
+                        SpecError(
+                            key[0],
+                            key[1],
+                            f"refused: the name is reserved by first-party {owner}; rename "
+                            f"it in {where}",
+                            (source,),
+                        )
+                    )
+                    dropped.add(id(spec))
+                continue
+            sources = tuple(dict.fromkeys(src for _, src in entries))
+            registry.errors.append(SpecError(key[0], key[1], "registered more than once", sources))
+            dropped.update(id(spec) for spec, _ in entries)
 
         for spec, source in collected:
             key = (spec.kind, spec.name)
-            if key in dropped or key in registry.sources or spec.problems():
+            if id(spec) in dropped or key in registry.sources or spec.problems():
                 continue
             registry.specs[spec.kind][spec.name] = spec
             registry.sources[key] = source
@@ -119,6 +141,10 @@ class SpecRegistry:
         for spec in self.typed(ConfigSectionSpec).values():
             sections[spec.name] = (spec.model, self.source_of(spec) or "")
         return sections
+
+
+def _first_party(source: str) -> bool:
+    return distribution_of(source) in FIRST_PARTY
 
 
 def _names(spec: Spec) -> list[tuple[str, str]]:

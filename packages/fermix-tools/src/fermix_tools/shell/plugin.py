@@ -38,6 +38,9 @@ SHELL = ToolSpec(
         "timeout: the whole process group is stopped; partial output is returned",
         "output over 256 KB: the command is stopped and the cut is announced",
     ),
+    # The command's own timeout goes up to 1800 s and answers with partial output; the call
+    # deadline only catches a shell tool that fails to stop.
+    timeout_seconds=1860,
 )
 
 _GIT_ARGS = "fermix_tools.shell.git:GitArgs"

@@ -82,6 +82,8 @@ SKILL_RELOAD = ToolSpec(
     owner_only=True,
 )
 
+SUBAGENT_DEADLINE_S = 3600.0
+
 SKILL_RUN = ToolSpec(
     name="skill_run",
     description=(
@@ -101,7 +103,8 @@ SKILL_RUN = ToolSpec(
         "unknown skill",
         "nesting cap reached: do the work yourself",
         "the sub-agent route cannot run (mis-paired [fermix_core.routing] subagent_*)",
-    ),
+    ),  # A sub-agent runs a whole agent loop of its own (its own tool calls have deadlines).
+    timeout_seconds=SUBAGENT_DEADLINE_S,
 )
 
 SUBAGENTS = ToolSpec(
@@ -125,7 +128,8 @@ SUBAGENTS = ToolSpec(
         "more tasks than the cap: split the work across calls",
         "a worker failed: its entry says why; the others still report",
         "the sub-agent route cannot run (mis-paired provider/model): the error names the setting",
-    ),
+    ),  # A sub-agent runs a whole agent loop of its own (its own tool calls have deadlines).
+    timeout_seconds=SUBAGENT_DEADLINE_S,
 )
 
 SKILL_TOOLS = (SKILL_VIEW, SKILL_LIST, SKILL_CREATE, SKILL_RELOAD, SKILL_RUN, SUBAGENTS)
