@@ -124,11 +124,12 @@ def broken_config(env) -> None:
 SCENARIOS = [
     (
         "## Exit codes",
-        "| `3` | no daemon is running (`status`, `health`, `stop`) |",
+        "| `3` | no daemon is running (`status`, `health`, `stop`, `acp`) |",
         ["status"],
         None,
         3,
     ),
+    ("### `fermix acp`", "on standard error and exits `3`", ["acp"], None, 3),
     ("## Exit codes", "`2` | usage: an unknown command", ["no-such-command"], None, 2),
     ("### `fermix ask`", "`2` nothing to ask", ["ask", ""], None, 2),
     (
