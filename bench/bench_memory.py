@@ -5,10 +5,10 @@ stored facts, with as many conversation messages — and at each size the benchm
 the real ``memory_recall`` tool (scope ``owner``, source ``all``: the fact search, the
 history search and the fencing) on a fixed set of queries, plus the bare fact search.
 
-Rows are generated once and bulk-inserted with plain SQL in large transactions (the facts
-through the table whose triggers maintain the FTS index, the messages into the conversation
-store's tables), because a million one-row transactions would measure fsync, not search.
-History is then indexed by the backend's own catch-up, whose time is reported.
+Rows are generated once and bulk-inserted with plain SQL, one transaction per size step
+(the facts with the FTS index filled in one statement after the rows, the messages into the
+conversation store's tables), because a million one-row transactions would measure fsync,
+not search. History is then indexed by the backend's own catch-up, whose time is reported.
 
 Text comes from a synthetic vocabulary with a Zipf-like word distribution, so common words
 match a large share of rows the way "the project" would in real memory; queries mix common
@@ -22,6 +22,8 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -52,6 +54,15 @@ def _vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
     return ordered, weights
 
 
+#: Words drawn once from the vocabulary's distribution; every stored sentence is a window
+#: of this stream. Drawing each word of 2M sentences separately cost ~35 s of the setup;
+#: windows keep each word's frequency and cost one slice per sentence.
+STREAM_WORDS = 1 << 22
+#: Resolution of the table the stream is drawn from (each word appears in proportion to its
+#: weight, at least once), so a draw is an index, not a bisection of the weights.
+DRAW_TABLE = 1 << 21
+
+
 class Text:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -61,11 +72,30 @@ class Text:
         for w in weights:
             acc += w / total
             self.cumulative.append(acc)
+        self._stream: list[str] | None = None
 
-    def sentence(self, bounds: tuple[int, int]) -> str:
-        n = self.rng.randint(*bounds)
-        picks = self.rng.choices(self.words, cum_weights=self.cumulative, k=n)
-        return " ".join(picks).capitalize()
+    def stream(self) -> list[str]:
+        if self._stream is None:
+            table: list[str] = []
+            for word, weight in zip(self.words, self.probabilities(), strict=True):
+                table.extend([word] * max(1, round(weight * DRAW_TABLE)))
+            self._stream = self.rng.choices(table, k=STREAM_WORDS)
+        return self._stream
+
+    def probabilities(self) -> list[float]:
+        return [b - a for a, b in zip([0.0, *self.cumulative[:-1]], self.cumulative, strict=True)]
+
+    def sentences(self, count: int, bounds: tuple[int, int]) -> list[str]:
+        """*count* sentences of *bounds* words, each a window of the pre-drawn stream."""
+        stream = self.stream()
+        lo, hi = bounds
+        last = len(stream) - hi
+        rand = self.rng.random
+        out = []
+        for _ in range(count):
+            start = int(rand() * last)
+            out.append(" ".join(stream[start : start + lo + int(rand() * (hi - lo + 1))]))
+        return [line.capitalize() for line in out]
 
     def query(self) -> str:
         # One word from the head of the distribution, one or two from anywhere.
@@ -85,65 +115,102 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 
 
 def _insert_facts(conn: sqlite3.Connection, text: Text, start: int, count: int) -> None:
+    """Append *count* facts in the caller's transaction; the FTS index is filled after."""
     speakers = ["owner"] * 16 + ["system"] * 2 + ["guest", "job"]
     categories = ["identity", "preference", "interest", "goal", "context", "directive"]
     now = time.time()
+    # The insert trigger would index row by row; fill the index in one statement after.
+    (trigger,) = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memory_facts_ai'"
+    ).fetchone()
+    conn.execute("DROP TRIGGER memory_facts_ai")
     for offset in range(0, count, CHUNK):
+        first = start + offset
+        n = min(CHUNK, count - offset)
+        contents = text.sentences(n, FACT_WORDS)
+        picked = text.rng.choices(speakers, k=n)
+        cats = text.rng.choices(categories, k=n)
         rows = []
-        for i in range(start + offset, start + min(offset + CHUNK, count)):
-            speaker = text.rng.choice(speakers)
-            content = text.sentence(FACT_WORDS)
-            conv = '["telegram","g",null]' if speaker == "guest" else None
+        for j in range(n):
+            i = first + j
+            speaker = picked[j]
+            content = contents[j]
             rows.append(
                 (
-                    text.rng.choice(categories),
+                    cats[j],
                     content,
                     content.casefold(),
                     speaker,
-                    conv,
+                    '["telegram","g",null]' if speaker == "guest" else None,
                     "nightly" if speaker == "job" else None,
                     now - (count - i),
                     now - (count - i),
                     i + 1,
                 )
             )
-        conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
             "INSERT INTO memory_facts (category, key, content, folded, speaker, conversation_key, "
             "job_id, archived, created_at, updated_at, seq) VALUES (?, NULL, ?, ?, ?, ?, ?, 0, ?, "
             "?, ?)",
             rows,
         )
-        conn.execute("COMMIT")
+    conn.execute(
+        "INSERT INTO memory_facts_fts (rowid, content, key) "
+        "SELECT id, content, key FROM memory_facts WHERE id > ?",
+        (start,),
+    )
+    conn.execute(trigger)
 
 
 def _insert_messages(conn: sqlite3.Connection, text: Text, start: int, count: int) -> None:
+    """Append *count* messages in the caller's transaction (indexed by the catch-up)."""
     conversations = 200
-    conn.execute("BEGIN IMMEDIATE")
-    for c in range(conversations):
-        conn.execute(
-            "INSERT OR IGNORE INTO conversations (id, key, channel, chat_id, thread_id, "
-            "window_start_seq, summary_message_id, created_at, updated_at) "
-            "VALUES (?, ?, 'bench', ?, NULL, 0, NULL, 0, 0)",
-            (c + 1, f'["bench","{c}",null]', str(c)),
-        )
-    conn.execute("COMMIT")
+    conn.executemany(
+        "INSERT OR IGNORE INTO conversations (id, key, channel, chat_id, thread_id, "
+        "window_start_seq, summary_message_id, created_at, updated_at) "
+        "VALUES (?, ?, 'bench', ?, NULL, 0, NULL, 0, 0)",
+        [(c + 1, f'["bench","{c}",null]', str(c)) for c in range(conversations)],
+    )
     for offset in range(0, count, CHUNK):
-        rows = []
-        for i in range(start + offset, start + min(offset + CHUNK, count)):
-            role = "user" if i % 2 == 0 else "assistant"
-            speaker = "guest" if i % 10 == 9 else "owner"
-            rows.append(
-                (i % conversations + 1, i + 1, i + 1, role, speaker, text.sentence(MESSAGE_WORDS))
-            )
-        conn.execute("BEGIN IMMEDIATE")
+        first = start + offset
+        n = min(CHUNK, count - offset)
+        bodies = text.sentences(n, MESSAGE_WORDS)
         conn.executemany(
             "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, "
             "speaker, sender_id, body, text, created_at) "
             "VALUES (?, NULL, ?, ?, 'message', ?, ?, NULL, '{}', ?, 0)",
-            rows,
+            [
+                (
+                    i % conversations + 1,
+                    i + 1,
+                    i + 1,
+                    "user" if i % 2 == 0 else "assistant",
+                    "guest" if i % 10 == 9 else "owner",
+                    bodies[i - first],
+                )
+                for i in range(first, first + n)
+            ],
         )
-        conn.execute("COMMIT")
+
+
+@contextmanager
+def _indexes_built_after(conn: sqlite3.Connection, tables: tuple[str, ...]) -> Iterator[None]:
+    """Drop *tables*' secondary indexes for a bulk load and create them again after it.
+
+    Building an index once from sorted rows is much cheaper than updating it row by row
+    (the ``folded`` index, for one, receives its rows in random order).
+    """
+    marks = ", ".join("?" * len(tables))
+    indexes = conn.execute(
+        f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "  # noqa: S608
+        f"AND tbl_name IN ({marks})",
+        tables,
+    ).fetchall()
+    for name, _ in indexes:
+        conn.execute(f'DROP INDEX "{name}"')
+    yield
+    for _, sql in indexes:
+        conn.execute(sql)
 
 
 def _index_bytes(conn: sqlite3.Connection, table: str) -> int:
@@ -216,17 +283,25 @@ async def _main() -> dict:
         await backend.aclose()
         conn = sqlite3.connect(path, isolation_level=None)
         conn.execute("PRAGMA synchronous = NORMAL")
+        # Keep a size step's pages in memory until its commit: with the default 2 MiB cache,
+        # one large transaction spills and rewrites index pages for most of its time.
+        conn.execute("PRAGMA cache_size = -1048576")
         have = 0
         for size in SIZES:
-            t0 = time.perf_counter()
-            _insert_facts(conn, text, have, size - have)
-            _insert_messages(conn, text, have, size - have)
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            conn.execute("BEGIN IMMEDIATE")
+            with _indexes_built_after(conn, ("memory_facts", "messages")):
+                _insert_facts(conn, text, have, size - have)
+                _insert_messages(conn, text, have, size - have)
+            conn.execute("COMMIT")
             have = size
-            load_s = time.perf_counter() - t0
+            load_s, load_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
             measured = await _measure(path, home, queries)
             facts_fts = _index_bytes(conn, "memory_facts_fts")
             history_fts = _index_bytes(conn, "memory_history_fts")
             measured["load_seconds"] = round(load_s, 2)
+            # CPU of this process: on a shared machine it moves much less than wall time.
+            measured["load_cpu_seconds"] = round(load_cpu_s, 2)
             measured["fts_index_bytes"] = {"facts": facts_fts, "history": history_fts}
             measured["fts_index_bytes_per_100k_rows"] = {
                 "facts": round(facts_fts * 100_000 / size),

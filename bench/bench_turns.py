@@ -172,6 +172,10 @@ def bench_config(*, deferral: bool = False) -> dict[str, Any]:
                 PROVIDER: {"primary": True, "base_url": UNUSED_URL, "default_model": MODEL}
             },
             "tools": {"tool_search": {"enabled": deferral}},
+            # The background memory review calls the primary model on its own schedule (the
+            # first one soon after a fresh home boots). Its calls would be counted as turns
+            # and make the scenarios depend on timing, so the benchmark turns it off.
+            "memory": {"review_enabled": False},
         }
     }
 

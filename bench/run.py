@@ -36,6 +36,8 @@ BENCHMARKS = [
     "channels",
     "telegram",
     "subagents",
+    "acp",
+    "mcp",
 ]
 
 

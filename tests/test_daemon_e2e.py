@@ -332,7 +332,8 @@ def test_run_prints_one_ready_line_and_a_second_run_is_refused(daemon_env) -> No
         pid = read_pidfile(home / "daemon.pid").pid
         assert pid == daemon.pid
         assert f"ready (pid {pid}) on {home / 'daemon.sock'}" in ready
-        assert "channels: none configured (terminal only)" in ready
+        # Nothing configured: only the on-by-default local ACP surface runs.
+        assert "channels: acp ready" in ready or "channels: acp starting" in ready
         assert "provider: ollama" in ready
         assert '`fermix ask "hello"` or `fermix chat`' in ready
 

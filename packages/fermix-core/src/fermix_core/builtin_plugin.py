@@ -60,6 +60,9 @@ def fermix_doctor_checks():
     yield DoctorCheckSpec(
         name="skills", label="skills", check="fermix_core.skills.doctor:check_skills", order=85
     )
+    yield DoctorCheckSpec(
+        name="mcp", label="MCP servers", check="fermix_core.mcp.doctor:check_mcp", order=87
+    )
 
 
 @hookimpl

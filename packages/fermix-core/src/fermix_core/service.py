@@ -94,6 +94,8 @@ class FermixService:
         self.jobs: Any = None
         #: Loaded skills (:class:`fermix_core.skills.SkillRegistry`).
         self.skills: Any = None
+        #: The operator's MCP servers (:class:`fermix_core.mcp.manager.McpManager`), if any.
+        self.mcp: Any = None
         from fermix_core.inbox import LocalInbox
 
         #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
@@ -218,6 +220,11 @@ class FermixService:
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
+        from fermix_core.mcp import manager as mcp_manager
+
+        service.mcp = mcp_manager.build(
+            config, registry, capabilities, sandbox=sandbox, resolver=resolver, home=runtime.home
+        )
         if scheduler:
             # Jobs live in the daemon; a one-shot caller does not pay to open them.
             from fermix_core.jobs.delivery import channel_port
@@ -262,6 +269,9 @@ class FermixService:
                 service.cli_features = ChannelFeatures(local=True)
                 if service.jobs is not None:
                     await tg.start(service.jobs.scheduler.serve)
+                if service.mcp is not None:
+                    # Servers connect in the background: readiness never waits for them.
+                    await tg.start(service.mcp.serve)
                 yield service
                 tg.cancel_scope.cancel()
         finally:
@@ -385,4 +395,5 @@ class FermixService:
             "active_conversations": len(self.queue.active()) if self.queue else 0,
             "channels": self.channels.health() if self.channels is not None else [],
             "http": self.ingress.as_dict() if self.ingress is not None else None,
+            "mcp": self.mcp.status() if self.mcp is not None else [],
         }

@@ -388,9 +388,20 @@ class TurnRunner:
 
         Background work, jobs and local surfaces (their features say ``off``) never stream;
         a ``draft`` on a port that cannot edit streams nothing (``stream_mode`` is off).
+        A port with ``turn_stream(message, session_id)`` may hand back its own controller
+        (``running()``, ``on_event``, ``finish(text)``, ``abort()``, as StreamController).
         """
+        if job.background or job.run_profile not in STREAMED_PROFILES:
+            return None
+        own = getattr(job.reply, "turn_stream", None)
+        if callable(own):
+            # A surface with its own live protocol (ACP's session/update) streams the
+            # events itself; it answers None to fall back to the chat strategies.
+            custom = own(job.message, session_id)
+            if custom is not None:
+                return custom
         mode = getattr(job.reply.features, "stream_mode", "off")
-        if mode == "off" or job.background or job.run_profile not in STREAMED_PROFILES:
+        if mode == "off":
             return None
         from fermix_core.channels.streaming import StreamController
 
@@ -416,6 +427,10 @@ class TurnRunner:
         if stream is None:
             return await loop.run(messages, ctx)
         self._streams[id(job)] = stream
+        if callable(getattr(stream, "tool_started", None)):
+            from fermix_core.agent.loop import TOOL_WATCH_STATE
+
+            ctx.state[TOOL_WATCH_STATE] = stream
         try:
             async with stream.running():
                 return await loop.run(messages, ctx, stream=True, on_event=stream.on_event)

@@ -112,10 +112,16 @@ def test_set_creates_missing_tables_as_normal_sections_next_to_siblings(
 def test_new_tables_at_the_end_keep_the_files_final_newline(home, registry, write_config) -> None:
     path = write_config(RICH)
     set_value(home, "mcp.servers.x.url", "https://mcp.example.com", registry, environ={})
-    set_value(home, "mcp.servers.x.headers", '{ Authorization = "Bearer 1" }', registry, environ={})
+    set_value(
+        home,
+        "mcp.servers.x.headers",
+        '{ Authorization = { source = "env", env = "TOKEN" } }',
+        registry,
+        environ={},
+    )
     assert path.read_text() == RICH + (
         '\n[mcp.servers.x]\nurl = "https://mcp.example.com"\nheaders = { Authorization = '
-        '"Bearer 1" }\n'
+        '{ source = "env", env = "TOKEN" } }\n'
     )
 
 

@@ -153,6 +153,7 @@ class CapabilityRegistry:
         self._broken: dict[str, str] = {}
         self._definitions: dict[str, ToolDefinition] = {}
         self._snapshots: dict[tuple[Trust, tuple[str, ...] | None], Capabilities] = {}
+        self._runtime: set[str] = set()
 
     # ------------------------------------------------------------------ reading
 
@@ -212,6 +213,36 @@ class CapabilityRegistry:
                 raise ToolBuildError(message) from exc
             self._definitions[name] = cached
         return cached
+
+    # ------------------------------------------------------------------ run-time tools
+
+    def add_runtime_tool(self, tool: Tool[Any], *, source: str) -> None:
+        """Register a tool that appeared after boot (an MCP server's tools, see docs/mcp.md).
+
+        A run-time tool is third-party whatever *source* says (never in a guest's snapshot)
+        and so deferred while deferral is on. A name already taken (a spec, a bridge, an
+        earlier run-time tool) is refused with :class:`ValueError`. Snapshots taken before
+        keep what they had; the next snapshot sees the change.
+        """
+        name = tool.name
+        if name in self._specs or name in BRIDGE_NAMES:
+            raise ValueError(f"tool name {name!r} is already taken; it was not registered")
+        self._specs[name] = tool.spec
+        self._sources[name] = source
+        self._third_party = self._third_party | {name}
+        self._runtime.add(name)
+        self._tools[name] = tool
+        self._snapshots.clear()
+
+    def remove_runtime_tools(self, names: Iterable[str]) -> None:
+        """Forget run-time tools (their server went away); other names are left alone."""
+        for name in list(names):
+            if name not in self._runtime:
+                continue
+            self._runtime.discard(name)
+            for table in (self._specs, self._sources, self._tools, self._definitions):
+                table.pop(name, None)
+        self._snapshots.clear()
 
     # ------------------------------------------------------------------ snapshots
 

@@ -55,6 +55,24 @@ __all__ = [
 log = logging.getLogger("fermix.agent")
 
 DEFAULT_MAX_ITERATIONS = 100
+
+#: ``ctx.state`` key of an optional tool watcher: an object with sync
+#: ``tool_started(call_id, name, arguments)`` and ``tool_finished(call_id, name, ok)``
+#: methods, told about every call the model makes (ACP reports them as tool-call updates).
+TOOL_WATCH_STATE = "tool_watch"
+
+
+def _watch(ctx: ToolContext, method: str, *args: Any) -> None:
+    watcher = ctx.state.get(TOOL_WATCH_STATE)
+    hook = getattr(watcher, method, None)
+    if not callable(hook):
+        return
+    try:
+        hook(*args)
+    except Exception:
+        log.exception("tool watcher %s failed", method)
+
+
 EMPTY_REPLY = "I came back empty-handed on that one — please try again."
 BRIDGE_CALL = "tool_call"
 _ERROR_EXCERPT = 300
@@ -374,6 +392,7 @@ class AgentLoop:
                 results.append(self._message(call, output))
                 continue
             item = self._unwrap(call)
+            _watch(ctx, "tool_started", call.id, item.name, dict(item.arguments))
             repeat = detector.observe(item.name, item.arguments)
             if repeat.action != "ok":
                 self._observe.emit(
@@ -426,6 +445,7 @@ class AgentLoop:
                         ]
                     }
                 )
+            _watch(ctx, "tool_finished", call.id, item.name, not output.is_error)
             state.records.append(
                 ToolCallRecord(
                     name=item.name,

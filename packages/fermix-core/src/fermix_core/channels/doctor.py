@@ -19,7 +19,7 @@ from fermix_core.channels.runtime import (
 from fermix_core.doctor import CheckResult, DoctorContext, Status
 from fermix_core.specs import ChannelSpec, resolve_ref
 
-__all__ = ["check_channels", "daemon_channel_health"]
+__all__ = ["check_channels", "daemon_channel_health", "daemon_status"]
 
 log = logging.getLogger("fermix.doctor")
 
@@ -32,8 +32,8 @@ _LIVE_STATUS = {
 }
 
 
-def daemon_channel_health(home: Any, timeout: float = 3.0) -> dict[str, dict[str, Any]] | None:
-    """Channel health from the running daemon, by name; ``None`` when none answers."""
+def daemon_status(home: Any, timeout: float = 3.0) -> dict[str, Any] | None:
+    """The running daemon's ``status`` answer; ``None`` when none answers."""
     if not home.daemon_sock.exists():
         return None
     import anyio
@@ -48,12 +48,18 @@ def daemon_channel_health(home: Any, timeout: float = 3.0) -> dict[str, dict[str
     try:
         result = anyio.run(ask)
     except (DaemonUnavailable, TimeoutError, OSError, RuntimeError) as exc:
-        log.debug("no daemon channel health: %s", exc)
+        log.debug("no daemon status: %s", exc)
         return None
     except Exception as exc:  # a daemon answering garbage must not break doctor
-        log.debug("no daemon channel health: %s: %s", type(exc).__name__, exc)
+        log.debug("no daemon status: %s: %s", type(exc).__name__, exc)
         return None
-    channels = result.get("channels") if isinstance(result, dict) else None
+    return result if isinstance(result, dict) else None
+
+
+def daemon_channel_health(home: Any, timeout: float = 3.0) -> dict[str, dict[str, Any]] | None:
+    """Channel health from the running daemon, by name; ``None`` when none answers."""
+    result = daemon_status(home, timeout)
+    channels = result.get("channels") if result is not None else None
     if not isinstance(channels, list):
         return None
     return {c["name"]: c for c in channels if isinstance(c, dict) and "name" in c}

@@ -418,6 +418,15 @@ class OutboundPort:
             )
         await self._with_retries("react", lambda: self.channel.react(chat_id, message_id, emoji))
 
+    def turn_stream(self, message: Any, session_id: str) -> Any:
+        """The adapter's own live stream for one turn (``Channel.turn_stream``), or None.
+
+        A surface whose protocol streams natively (ACP's ``session/update``) feeds the
+        turn's events straight to its client instead of through draft or block messages.
+        """
+        own = getattr(self.channel, "turn_stream", None)
+        return own(message, session_id) if callable(own) else None
+
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Show the typing indicator; best effort (a failure is logged, never raised)."""
         if not getattr(self.channel, "supports_typing", False):

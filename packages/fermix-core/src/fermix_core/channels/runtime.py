@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -39,6 +40,7 @@ import anyio.abc
 from fermix_core.channel import (
     HEALTH_STATES,
     Channel,
+    ConversationKey,
     DeliveryResult,
     DeliveryUnavailable,
     InboundMessage,
@@ -231,6 +233,8 @@ def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: Chan
         # Draft streaming needs a draft-capable spec, not only an adapter that can edit.
         draft=spec.supports_draft,
         streaming=streaming if isinstance(streaming, str) else None,
+        # A surface where "/" is ordinary text (ACP) declares slash_commands = False.
+        slash_commands=bool(getattr(channel, "slash_commands", True)),
     )
     health = slot.health
 
@@ -267,6 +271,36 @@ class RuntimeHost:
 
     async def deliver(self, message: InboundMessage) -> DeliveryResult:
         return await self._runtime.deliver(self._slot, message)
+
+    async def submit(
+        self, message: InboundMessage, *, cwd: Path | None = None
+    ) -> tuple[DeliveryResult, Any]:
+        """:meth:`deliver` for a local surface that waits on its turn (ACP's prompt).
+
+        Returns the result and the queued :class:`~fermix_core.gateway.types.TurnJob`
+        (``None`` unless a turn was queued); ``cwd`` is the request directory, which the
+        gateway honours for local operator callers only.
+        """
+        return await self._runtime.submit(self._slot, message, cwd=cwd)
+
+    async def stop_conversation(self, key: ConversationKey) -> Any:
+        """End the running turn and clear the queue of *key*, as ``/stop`` does."""
+        return await self._runtime.gateway.services.stop_conversation(key)
+
+    async def history(self, key: ConversationKey) -> list[tuple[str, str]]:
+        """``(role, text)`` of *key*'s replayed history, oldest first: the user and
+        assistant messages with text (what a local surface shows when it reopens a
+        conversation, ACP's ``session/load``). Empty when there is none."""
+        store = getattr(self._runtime.gateway.services, "store", None)
+        if store is None:
+            return []
+        rows = await store.load_window(await store.conversation_id(key))
+        shown: list[tuple[str, str]] = []
+        for row in rows:
+            message = row.message
+            if message.role in ("user", "assistant") and message.text.strip():
+                shown.append((message.role, message.text))
+        return shown
 
     async def seen(self, platform_id: str) -> bool:
         seen = self._runtime.seen_ids
@@ -495,6 +529,13 @@ class ChannelRuntime:
     # ------------------------------------------------------------------ delivery
 
     async def deliver(self, slot: _Slot, message: InboundMessage) -> DeliveryResult:
+        result, _job = await self.submit(slot, message)
+        return result
+
+    async def submit(
+        self, slot: _Slot, message: InboundMessage, *, cwd: Path | None = None
+    ) -> tuple[DeliveryResult, Any]:
+        """Deliver *message*; the result and the queued turn job (``None`` if none)."""
         name = slot.spec.name
         if not isinstance(message, InboundMessage):
             raise TypeError(f"deliver() takes an InboundMessage, not {type(message).__name__}")
@@ -504,7 +545,7 @@ class ChannelRuntime:
                 f"InboundMessage.channel to the adapter's own name"
             )
         if slot.refused or slot.port is None:
-            return DeliveryResult.DROPPED
+            return DeliveryResult.DROPPED, None
         platform_id = message.message_id
         seen = self.seen_ids
         claimed = False
@@ -512,7 +553,7 @@ class ChannelRuntime:
             try:
                 if not await seen.claim(name, platform_id):
                     self.emit("channel.duplicate", channel=name)
-                    return DeliveryResult.DUPLICATE
+                    return DeliveryResult.DUPLICATE, None
             except Exception as exc:
                 raise DeliveryUnavailable(
                     f"channel {name!r}: the seen-ids record failed ({_describe(exc)})"
@@ -521,7 +562,10 @@ class ChannelRuntime:
         try:
             if not self._available():
                 raise DeliveryUnavailable("the daemon is stopping; the platform should retry")
-            outcome = await self.gateway.ingest(message, slot.port)
+            if cwd is None:
+                outcome = await self.gateway.ingest(message, slot.port)
+            else:
+                outcome = await self.gateway.ingest(message, slot.port, cwd=cwd)
             status = str(getattr(outcome, "status", ""))
             if status == "unavailable":
                 raise DeliveryUnavailable("the agent is restarting; the platform should retry")
@@ -541,7 +585,7 @@ class ChannelRuntime:
                 f"channel {name!r}: the hand-off failed ({_describe(exc)})"
             ) from exc
         if status == "dropped":
-            return DeliveryResult.DROPPED
+            return DeliveryResult.DROPPED, None
         slot.health.last_inbound = time.time()
         job = getattr(outcome, "job", None)
         typing = getattr(slot.port, "typing", None)
@@ -553,7 +597,7 @@ class ChannelRuntime:
         ):
             every = float(getattr(slot.channel, "typing_interval", TYPING_EVERY) or TYPING_EVERY)
             self._task_group.start_soon(self._typing, typing, message, job, every)
-        return DeliveryResult.ACCEPTED
+        return DeliveryResult.ACCEPTED, job
 
     async def _typing(self, typing: Any, message: InboundMessage, job: Any, every: float) -> None:
         """Renew the typing indicator until the turn is done (or for at most TYPING_MAX)."""
@@ -691,7 +735,11 @@ def _ingress(runtime: Any, service: Any, channels: ChannelRuntime) -> Any:
     def ready() -> tuple[bool, dict[str, Any]]:
         available = bool(service.available)
         ok = available and channels.ready()
-        return ok, {"ready": ok, "available": available, "channels": channels.health()}
+        payload = {"ready": ok, "available": available, "channels": channels.health()}
+        if service.mcp is not None:
+            # Listed, never awaited: a slow or failed MCP server does not hold readiness.
+            payload["mcp"] = service.mcp.status()
+        return ok, payload
 
     app, served = build_app(
         live=live, ready=ready, routes=channels.webhook_routes(), max_body_bytes=web.max_body_bytes

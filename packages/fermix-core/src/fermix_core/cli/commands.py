@@ -64,6 +64,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "logs", "Show the daemon log (-f to follow).", "fermix_core.cli.daemon_cmd:logs_app"
     ),
     CommandEntry(
+        "acp",
+        "Serve the Agent Client Protocol on stdin/stdout (editors launch this).",
+        "fermix_core.cli.acp_cmd:acp_app",
+    ),
+    CommandEntry(
         "capabilities",
         "List the agent's tools and who can use them.",
         "fermix_core.cli.capabilities_cmd:app",
@@ -102,6 +107,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "skills",
         "List, view and reload skills (SKILL.md packages).",
         "fermix_core.cli.skills_cmd:app",
+    ),
+    CommandEntry(
+        "mcp",
+        "List the MCP servers, their tools, and restart one (through the daemon).",
+        "fermix_core.cli.mcp_cmd:app",
     ),
     CommandEntry(
         "setup",

@@ -371,14 +371,40 @@ class SandboxConfig(Section):
 # --------------------------------------------------------------------------- [mcp]
 
 
+def _one_or_list(value: Any) -> Any:
+    """``command = "npx"`` is shorthand for ``command = ["npx"]``."""
+    return [value] if isinstance(value, str) else value
+
+
+class McpToolFilter(Section):
+    """``[mcp.servers.<name>.tools]``: which of a server's tools register (by MCP name)."""
+
+    #: Shell-style patterns (``fnmatch``); empty means every tool the server lists.
+    allow: list[NonEmpty] = Field(default_factory=list)
+    #: Patterns removed after ``allow``; a tool matching both stays out.
+    deny: list[NonEmpty] = Field(default_factory=list)
+
+
 class McpServer(Section):
     """``[mcp.servers.<name>]``: a local (``command``) or remote (``url``) MCP server."""
 
-    command: list[NonEmpty] | None = Field(default=None, min_length=1)
+    #: The program (a string) or program and arguments (a list); stdio transport.
+    command: Annotated[list[NonEmpty], BeforeValidator(_one_or_list)] | None = Field(
+        default=None, min_length=1
+    )
+    #: Arguments appended after ``command``.
+    args: list[str] = Field(default_factory=list)
+    #: Working directory of a command server; unset means the sandbox workspace.
+    cwd: AbsPath | None = None
+    #: A Streamable HTTP server's endpoint.
     url: HttpUrl | None = None
     env: Annotated[dict[str, str], AfterValidator(_env_names)] = Field(default_factory=dict)
     enabled: bool = True
-    headers: dict[str, str] = Field(default_factory=dict)
+    #: HTTP headers of a url server; values are secrets (``"@keyring"``, env/command forms).
+    headers: dict[str, Secret] = Field(default_factory=dict)
+    #: Bound on one tool call (and on the start-up handshake); a hang becomes a tool error.
+    timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    tools: McpToolFilter = Field(default_factory=McpToolFilter)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:
@@ -388,9 +414,18 @@ class McpServer(Section):
             )
         if self.url is not None and self.env:
             raise ValueError("env applies only to a command server; a url server gets headers")
+        if self.url is not None and (self.args or self.cwd is not None):
+            raise ValueError("args and cwd apply only to a command server")
         if self.command is not None and self.headers:
             raise ValueError("headers apply only to a url server; a command server gets env")
         return self
+
+    @property
+    def argv(self) -> list[str]:
+        """Program and arguments of a command server (``[]`` for a url server)."""
+        if self.command is None:
+            return []
+        return [*self.command, *self.args]
 
 
 class McpConfig(Section):
@@ -461,4 +496,5 @@ DOCUMENTED_MODELS: dict[str, type[BaseModel]] = {
     "sandbox": SandboxConfig,
     "sandbox.env": SandboxEnv,
     "mcp.servers.<name>": McpServer,
+    "mcp.servers.<name>.tools": McpToolFilter,
 }

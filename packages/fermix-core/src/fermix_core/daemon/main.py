@@ -185,6 +185,9 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
     from fermix_core.skills.control import control_handlers as skill_handlers
 
     jobs.update(skill_handlers(lambda: service.skills, MethodError))
+    from fermix_core.mcp.control import control_handlers as mcp_handlers
+
+    jobs.update(mcp_handlers(lambda: service.mcp, MethodError))
     return {
         "status": status,
         "health": health,

@@ -50,6 +50,8 @@ from fermix_core.messages import (
 from fermix_core.provider import ChatRequest, ErrorKind, ProviderError
 from pydantic import ValidationError
 
+from fermix_providers.wires.schema import portable_schema
+
 __all__ = [
     "ANTHROPIC_VERSION",
     "MAX_CACHE_BREAKPOINTS",
@@ -385,7 +387,7 @@ def _tool(tool: ToolDefinition, names: ToolNames) -> dict[str, Any]:
     wire: dict[str, Any] = {"name": names.to_wire(tool.name)}
     if tool.description:
         wire["description"] = tool.description
-    wire["input_schema"] = tool.parameters
+    wire["input_schema"] = portable_schema(tool.parameters)
     return wire
 
 

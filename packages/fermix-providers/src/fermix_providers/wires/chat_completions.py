@@ -56,6 +56,7 @@ from pydantic import ValidationError
 from fermix_providers import catalog
 from fermix_providers.http import HttpProvider, StreamStats, Timeouts
 from fermix_providers.http.errors import error_from_response
+from fermix_providers.wires.schema import portable_schema
 
 __all__ = ["ChatCompletionsProvider", "content_text", "parse_usage"]
 
@@ -231,7 +232,10 @@ class ChatCompletionsProvider(HttpProvider):
         return call_id
 
     def encode_tool(self, tool: ToolDefinition) -> dict[str, Any]:
-        function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
+        function: dict[str, Any] = {
+            "name": tool.name,
+            "parameters": portable_schema(tool.parameters),
+        }
         if tool.description:
             function["description"] = tool.description
         return {"type": "function", "function": function}

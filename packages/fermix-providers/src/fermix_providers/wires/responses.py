@@ -44,6 +44,7 @@ from pydantic import ValidationError
 from fermix_providers.catalog import EffortError, clamp_effort
 from fermix_providers.http import HttpProvider, SSEEvent, StreamStats, Timeouts
 from fermix_providers.http.errors import retry_after
+from fermix_providers.wires.schema import portable_schema
 
 __all__ = [
     "OAuthBearer",
@@ -169,7 +170,9 @@ def function_tools(
             "type": "function",
             "name": tool.name,
             "description": tool.description,
-            "parameters": schema(tool.parameters) if schema else tool.parameters,
+            "parameters": schema(portable_schema(tool.parameters))
+            if schema
+            else portable_schema(tool.parameters),
             "strict": False,
         }
         for tool in tools
