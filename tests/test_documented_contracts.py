@@ -124,7 +124,7 @@ def broken_config(env) -> None:
 SCENARIOS = [
     (
         "## Exit codes",
-        "| `3` | no daemon is running (`status`, `health`, `stop`) |",
+        "| `3` | no daemon is running (`status`, `health`, `stop`, `acp`) |",
         ["status"],
         None,
         3,
