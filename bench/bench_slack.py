@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import statistics
 import sys
@@ -33,15 +32,9 @@ FAKE = Path(__file__).parents[1] / "packages/fermix-channels/tests/slack/fake_sl
 
 
 def _fake() -> Any:
-    name = "fermix_channels_bench_fake_slack"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FAKE)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    from _fakes import load_fake
+
+    return load_fake("fermix_channels_bench_fake_slack", FAKE)
 
 
 def _summary(samples: list[float]) -> dict[str, float]:

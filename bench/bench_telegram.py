@@ -20,7 +20,6 @@ The machine running this is shared, so the figures are pessimistic.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -41,15 +40,9 @@ FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix
 
 
 def _fake() -> Any:
-    name = "fermix_channels_bench_fake_telegram"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FAKE)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    from _fakes import load_fake
+
+    return load_fake("fermix_channels_bench_fake_telegram", FAKE)
 
 
 def _completion(text: str, stream: bool) -> Any:
