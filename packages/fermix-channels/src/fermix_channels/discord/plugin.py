@@ -19,7 +19,7 @@ SPEC = ChannelSpec(
     },
     remote=True,
     enabled_by_default=False,
-    supports_draft=False,
+    supports_draft=True,
     supports_reactions=True,
 )
 
