@@ -18,12 +18,14 @@ Gateway (``ws://127.0.0.1:<port>/``, API v10 JSON):
 
 REST (``<url>/api/v10``), ``Authorization: Bot <token>`` (else 401):
 
-* ``GET /gateway/bot``; ``POST /channels/{id}/messages`` (JSON, or multipart with
-  ``payload_json`` and ``files[n]``; content over 2,000 characters is 400 code 50035, an empty
-  message 400 code 50006, a file over 10 MB 413 code 40005); ``PATCH`` / ``DELETE``
+* ``GET /gateway/bot``, ``GET /users/@me``, ``GET /oauth2/applications/@me``;
+  ``POST /channels/{id}/messages`` (JSON, or multipart with ``payload_json`` and
+  ``files[n]``; content over 2,000 characters is 400 code 50035, an empty message 400 code
+  50006, a file over 10 MB 413 code 40005); ``PATCH`` / ``DELETE``
   ``/channels/{id}/messages/{id}`` (unknown: 404 code 10008); ``PUT
   …/reactions/{emoji}/@me``; ``POST /channels/{id}/typing``; ``POST
-  /interactions/{id}/{token}/callback`` (the interaction's own token, no bot auth needed).
+  /interactions/{id}/{token}/callback`` (the interaction's own token, no bot auth needed;
+  204, or the callback response object with ``?with_response=true``).
 * Rate limits as Discord sends them: every answer carries ``X-RateLimit-Bucket``,
   ``-Limit``, ``-Remaining``, ``-Reset-After``. :meth:`exhaust` makes a route's next answer
   say ``Remaining: 0`` for a while; :meth:`rate_limit` answers the next request 429 with
@@ -114,23 +116,7 @@ class FakeDiscord:
             "avatar": None,
             "bot": True,
         }
-        self.guilds: list[dict[str, Any]] = [
-            {
-                "id": GUILD_ID,
-                "name": "Test server",
-                "unavailable": False,
-                "channels": [{"id": GUILD_CHANNEL, "type": 0, "name": "general"}],
-                "threads": [
-                    {
-                        "id": THREAD_ID,
-                        "type": 11,
-                        "parent_id": GUILD_CHANNEL,
-                        "guild_id": GUILD_ID,
-                        "name": "a thread",
-                    }
-                ],
-            }
-        ]
+        self.guilds: list[dict[str, Any]] = [self._guild()]
         self.sessions: dict[str, Session] = {}
         self.current: Session | None = None
         self.identifies = 0
@@ -162,6 +148,103 @@ class FakeDiscord:
         self._changed = anyio.Event()
         self._server: Any = None
         self.ws_port = 0
+
+    def _guild(self) -> dict[str, Any]:
+        """A GUILD_CREATE payload with the fields Discord sends (bar the many optional ones)."""
+        overwrites: list[dict[str, Any]] = []
+        return {
+            "id": GUILD_ID,
+            "name": "Test server",
+            "icon": None,
+            "splash": None,
+            "discovery_splash": None,
+            "owner_id": OWNER_ID,
+            "afk_channel_id": None,
+            "afk_timeout": 300,
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "roles": [
+                {
+                    "id": GUILD_ID,  # @everyone has the guild's id
+                    "name": "@everyone",
+                    "color": 0,
+                    "hoist": False,
+                    "icon": None,
+                    "unicode_emoji": None,
+                    "position": 0,
+                    "permissions": "1071698660929",
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                }
+            ],
+            "emojis": [],
+            "stickers": [],
+            "features": [],
+            "mfa_level": 0,
+            "application_id": None,
+            "system_channel_id": GUILD_CHANNEL,
+            "system_channel_flags": 0,
+            "rules_channel_id": None,
+            "vanity_url_code": None,
+            "description": None,
+            "banner": None,
+            "premium_tier": 0,
+            "premium_subscription_count": 0,
+            "preferred_locale": "en-US",
+            "public_updates_channel_id": None,
+            "nsfw_level": 0,
+            "premium_progress_bar_enabled": False,
+            "joined_at": "2026-01-01T00:00:00.000000+00:00",
+            "large": False,
+            "unavailable": False,
+            "member_count": 2,
+            "members": [],
+            "voice_states": [],
+            "presences": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "channels": [
+                {
+                    "id": GUILD_CHANNEL,
+                    "type": 0,
+                    "guild_id": GUILD_ID,
+                    "name": "general",
+                    "position": 0,
+                    "permission_overwrites": overwrites,
+                    "parent_id": None,
+                    "topic": None,
+                    "nsfw": False,
+                    "last_message_id": None,
+                    "rate_limit_per_user": 0,
+                    "flags": 0,
+                }
+            ],
+            "threads": [
+                {
+                    "id": THREAD_ID,
+                    "type": 11,
+                    "guild_id": GUILD_ID,
+                    "parent_id": GUILD_CHANNEL,
+                    "owner_id": OWNER_ID,
+                    "name": "a thread",
+                    "last_message_id": None,
+                    "rate_limit_per_user": 0,
+                    "message_count": 0,
+                    "member_count": 1,
+                    "total_message_sent": 0,
+                    "flags": 0,
+                    "thread_metadata": {
+                        "archived": False,
+                        "auto_archive_duration": 1440,
+                        "archive_timestamp": "2026-12-01T00:00:00.000000+00:00",
+                        "locked": False,
+                        "create_timestamp": "2026-12-01T00:00:00.000000+00:00",
+                    },
+                }
+            ],
+        }
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -295,7 +378,7 @@ class FakeDiscord:
         for event in session.events:
             if event["s"] > seq:
                 await self._send(connection, event)
-        await self._dispatch(session, "RESUMED", None)
+        await self._dispatch(session, "RESUMED", {"_trace": ["fake-gateway"]})
         return session
 
     async def _dispatch(self, session: Session, name: str, data: Any) -> dict[str, Any]:
@@ -361,6 +444,23 @@ class FakeDiscord:
             **extra,
         }
 
+    @staticmethod
+    def _member(user: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "user": user,
+            "nick": None,
+            "avatar": None,
+            "roles": [],
+            "joined_at": "2026-01-01T00:00:00.000000+00:00",
+            "premium_since": None,
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "pending": False,
+            "permissions": "562949953421311",
+            "communication_disabled_until": None,
+        }
+
     def message_payload(
         self,
         text: str = "hello",
@@ -397,7 +497,9 @@ class FakeDiscord:
         }
         if guild is not None:
             message["guild_id"] = guild
-            message["member"] = {"roles": [], "nick": None}
+            member = self._member(author)
+            del member["user"]  # a message's member object leaves the user out
+            message["member"] = member
         if reply_to is not None:
             message["message_reference"] = {"message_id": reply_to["id"], "channel_id": channel}
             message["referenced_message"] = reply_to
@@ -430,11 +532,21 @@ class FakeDiscord:
             "token": token,
             "version": 1,
             "channel_id": channel,
+            "channel": {"id": channel, "type": 1 if guild is None else 0},
             "data": {"custom_id": custom_id, "component_type": 2},
+            "app_permissions": "562949953421311",
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": guild} if guild else {"1": sender},
+            "context": 0 if guild else 1,
+            "attachment_size_limit": UPLOAD_CAP,
         }
         if guild is not None:
+            data["guild_locale"] = "en-US"
+            data["guild"] = {"id": guild, "locale": "en-US", "features": []}
+        if guild is not None:
             data["guild_id"] = guild
-            data["member"] = {"user": user, "roles": [], "nick": None}
+            data["member"] = self._member(user)
         else:
             data["user"] = user
         await self.dispatch("INTERACTION_CREATE", data)
@@ -582,6 +694,27 @@ class FakeDiscord:
                     },
                 },
             )
+        if method == "GET" and route == "/users/@me":
+            return self._ok(method, route, {**self.bot, "flags": 0, "verified": True})
+        if method == "GET" and route == "/oauth2/applications/@me":
+            flags = MESSAGE_CONTENT_FLAG if self.message_content_enabled else 0
+            return self._ok(
+                method,
+                route,
+                {
+                    "id": APP_ID,
+                    "name": "Fermix test",
+                    "icon": None,
+                    "description": "",
+                    "bot_public": False,
+                    "bot_require_code_grant": False,
+                    "owner": self.user(OWNER_ID),
+                    "team": None,
+                    "verify_key": "0" * 64,
+                    "flags": flags,
+                    "bot": self.bot,
+                },
+            )
         if parts[0] != "channels" or len(parts) < 3:
             return _error(404, 0, "404: Not Found")
         channel = parts[1]
@@ -673,11 +806,20 @@ class FakeDiscord:
             ],
             "components": body.get("components") or [],
             "flags": body.get("flags") or 0,
-            "message_reference": body.get("message_reference"),
-            "allowed_mentions": body.get("allowed_mentions"),
             "type": 19 if body.get("message_reference") else 0,
+            "mentions": [],
+            "mention_roles": [],
+            "mention_everyone": False,
+            "embeds": [],
+            "pinned": False,
+            "tts": False,
+            "edited_timestamp": None,
             "_files": files,
+            "_allowed_mentions": body.get("allowed_mentions"),
         }
+        if body.get("message_reference"):
+            # What was sent, plus the channel Discord fills in.
+            message["message_reference"] = {"channel_id": channel, **body["message_reference"]}
         self.messages[channel][message_id] = message
         public = {k: v for k, v in message.items() if not k.startswith("_")}
         return self._ok("POST", route, public)
@@ -689,4 +831,42 @@ class FakeDiscord:
             return _error(400, 40060, "Interaction has already been acknowledged.")
         body = request.json()
         self.callbacks.append({"interaction_id": interaction_id, **body})
-        return self._ok("POST", route, status=204)
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(request.path).query)
+        if query.get("with_response") != ["true"]:
+            return self._ok("POST", route, status=204)
+        data = body.get("data") or {}
+        ephemeral = bool((data.get("flags") or 0) & 64)
+        message_id = str(next(self._ids))
+        return self._ok(
+            "POST",
+            route,
+            {
+                "interaction": {
+                    "id": interaction_id,
+                    "type": 3,
+                    "response_message_id": message_id,
+                    "response_message_loading": False,
+                    "response_message_ephemeral": ephemeral,
+                },
+                "resource": {
+                    "type": body.get("type"),
+                    "message": {
+                        "id": message_id,
+                        "channel_id": "0",
+                        "author": self.bot,
+                        "content": data.get("content") or "",
+                        "timestamp": "2026-12-01T12:00:02.000000+00:00",
+                        "edited_timestamp": None,
+                        "tts": False,
+                        "mention_everyone": False,
+                        "mentions": [],
+                        "mention_roles": [],
+                        "attachments": [],
+                        "embeds": [],
+                        "pinned": False,
+                        "type": 19,
+                        "flags": data.get("flags") or 0,
+                    },
+                },
+            },
+        )

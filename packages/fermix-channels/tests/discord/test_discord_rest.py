@@ -49,8 +49,12 @@ async def test_a_reply_is_markdown_passed_through_with_previews_and_pings_off(
     assert message["content"] == "**bold** and `code` https://x.test"
     assert sent.message_id == f"{fd.DM_CHANNEL}:{message['id']}"
     assert message["flags"] & (1 << 2)  # SUPPRESS_EMBEDS: no link preview
-    assert message["allowed_mentions"]["parse"] == []  # never @everyone or a role
-    assert message["message_reference"] == {"message_id": "77777", "fail_if_not_exists": False}
+    assert message["_allowed_mentions"]["parse"] == []  # never @everyone or a role
+    assert message["message_reference"] == {
+        "channel_id": fd.DM_CHANNEL,
+        "message_id": "77777",
+        "fail_if_not_exists": False,
+    }
 
 
 async def test_a_silent_send_suppresses_the_notification(running, fake) -> None:
