@@ -56,7 +56,7 @@ from fermix_core.testing.loopback import LoopbackServer, RecordedRequest, Reply
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GfakeX.loopback-only-discord-bot-token-000"
+TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.GfakeX.loopback-only-discord-bot-token-000"
 APP_ID = "1100000000000000001"
 BOT_ID = "1100000000000000001"
 OWNER_ID = "2200000000000000001"
