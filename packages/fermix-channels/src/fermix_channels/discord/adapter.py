@@ -150,7 +150,8 @@ class DiscordChannel(Channel):
     supports_typing = True
     dialect = "discord"
     max_text = MAX_TEXT
-    text_measure = "chars"
+    #: Discord does not say how it counts; UTF-16 units never undercount (as presentation).
+    text_measure = "utf16"
     media_caps = MappingProxyType(
         {kind: MEDIA_CAP for kind in ("image", "audio", "video", "document", "voice")}
     )
