@@ -304,6 +304,8 @@ def test_the_approve_button_grants_through_the_owners_confirm(daemon_env, backen
     backend.until(lambda: len(discord.callbacks) == 3)
     fermix(daemon_env, "stop")
     assert len(backend.model.requests) == models
+    log = (Path(daemon_env["FERMIX_HOME"]) / "logs" / "fermix.log").read_text()
+    assert not [t for t in discord.interactions.values() if t in log]  # callback URLs
 
 
 def test_a_missing_message_content_intent_is_reported_with_the_fix(daemon_env, backend):

@@ -107,10 +107,12 @@ async def test_media_is_multipart_with_payload_json(running, fake, tmp_path) -> 
 
 async def test_media_over_10_mb_is_refused_with_what_to_do(running, fake) -> None:
     big = Attachment(kind=AttachmentKind.VIDEO, data=b"\0" * (MEDIA_CAP + 1), filename="clip.mp4")
-    async with running() as (channel, _):
+    async with running() as (channel, host):
         with pytest.raises(ChannelError, match=r"up to 10 MB.*clip\.mp4.*send a link"):
             await channel.send(OutboundMessage(chat_id=fd.DM_CHANNEL, attachments=[big]))
     assert not fake.sent(fd.DM_CHANNEL)
+    ((_, data),) = [e for e in host.events if e[0] == "channel.media_send_error"]
+    assert data["kinds"] == ["video"] and "10 MB" in data["error"]
 
 
 async def test_edit_delete_react_and_typing(running, fake) -> None:

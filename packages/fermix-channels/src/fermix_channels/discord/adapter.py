@@ -507,6 +507,11 @@ class DiscordChannel(Channel):
 
     async def _answer(self, tap: ComponentTap, text: str) -> None:
         """Acknowledge the interaction with a note only the tapper sees."""
+        from fermix_core.logs import add_known_secret
+
+        # The interaction token is in the callback URL that httpx logs; it lets anyone
+        # answer for the bot in that conversation for 15 minutes.
+        add_known_secret(tap.token)
         try:
             await self._rest().interaction_callback(
                 tap.interaction_id,
@@ -595,7 +600,17 @@ class DiscordChannel(Channel):
                 )
                 sent = sent or SentMessage(message_id=f"{target}:{data['id']}")
         if message.attachments:
-            media = await self._send_media(rest, target, message, first=sent is None)
+            try:
+                media = await self._send_media(rest, target, message, first=sent is None)
+            except ChannelError as exc:
+                if self.host is not None:
+                    self.host.emit(
+                        "channel.media_send_error",
+                        chat_id=message.chat_id,
+                        kinds=[a.kind.value for a in message.attachments],
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+                raise
             sent = sent or media
         assert sent is not None  # OutboundMessage guarantees text or an attachment
         return sent
