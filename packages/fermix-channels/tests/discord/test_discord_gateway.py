@@ -260,3 +260,54 @@ async def test_a_restart_resumes_the_saved_session(fake, tmp_path) -> None:
             assert fake.identifies == 1 and len(fake.resumes) == 1
         finally:
             await second.stop()
+
+
+async def test_enabling_the_intent_recovers_without_a_restart(fake) -> None:
+    from fermix_core.testing import StubChannelHost
+
+    fake.message_content_enabled = False
+    channel = make_channel(fake, fatal_retry=0.2)
+    async with StubChannelHost("discord", config=channel.config) as host:
+        await channel.start(host)
+        try:
+            assert host.state == "degraded"
+            fake.message_content_enabled = True  # the owner flips it in the Portal
+            await fake.until(lambda: fake.connected and host.state == "ready")
+            await fake.message("now I can read you")
+            assert await _texts(host, 1) == ["now I can read you"]
+        finally:
+            await channel.stop()
+
+
+async def test_a_heartbeat_request_is_answered_at_once(running, fake) -> None:
+    async with running() as (_, host):
+        await fake.until(lambda: len(fake.heartbeats) == 1)  # the first, after jitter 0
+        await fake.send_raw(json.dumps({"op": 1, "d": None}))
+        await fake.until(lambda: len(fake.heartbeats) == 2)
+        assert fake.heartbeats[-1] == fake.current.seq  # the last sequence received
+        assert host.state == "ready"
+
+
+@pytest.mark.parametrize(("code", "fresh"), [(4000, False), (1001, False), (4009, True)])
+async def test_close_codes_resume_or_identify_afresh(running, fake, code, fresh) -> None:
+    async with running() as (_, host):
+        await fake.close_with(code)
+        if fresh:  # session timed out: a new IDENTIFY
+            await fake.until(lambda: fake.identifies == 2 and fake.connected)
+            assert not fake.resumes
+        else:
+            await fake.until(lambda: len(fake.resumes) == 1 and fake.connected)
+            assert fake.identifies == 1
+        await fake.message("after the close")
+        assert await _texts(host, 1) == ["after the close"]
+
+
+async def test_a_redelivered_attachment_is_not_downloaded_again(running, fake) -> None:
+    picture = fake.add_file("cat.png", b"\x89PNG cat", "image/png")
+    async with running() as (_, host):
+        payload = fake.message_payload("look", attachments=[picture])
+        await fake.dispatch("MESSAGE_CREATE", payload)
+        await fake.dispatch("MESSAGE_CREATE", payload)
+        await host.wait_for_deliveries(2, timeout=15)
+    assert fake.downloads == ["cat.png"]
+    assert host.results.count(DeliveryResult.DUPLICATE) == 1
