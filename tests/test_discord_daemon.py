@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from fermix_core.testing.loopback import RecordedRequest, Reply
 
+pytest.importorskip("websockets", reason="the discord extra (websockets) is not installed")
+
 FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
 _FAKE = Path(__file__).parents[1] / "packages/fermix-channels/tests/discord/fake_discord.py"
 
