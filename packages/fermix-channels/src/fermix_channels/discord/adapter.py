@@ -248,9 +248,8 @@ class DiscordChannel(Channel):
                     await gateway.close()
                 except Exception as exc:  # a socket already gone
                     log.debug("discord: close failed: %s", exc)
-            session = gateway.session
-            if session is not None:
-                await anyio.to_thread.run_sync(self.save_session, session)
+            if gateway.session is not None:
+                await self._on_session(gateway.session)
         if scope is not None:
             scope.cancel()
         self.rest = None
@@ -334,7 +333,11 @@ class DiscordChannel(Channel):
         atomic_write(path, json.dumps(state) + "\n")
 
     async def _on_session(self, session: GatewaySession | None) -> None:
-        await anyio.to_thread.run_sync(self.save_session, session)
+        try:
+            await anyio.to_thread.run_sync(self.save_session, session)
+        except OSError as exc:
+            # Not fatal: a restart identifies afresh instead of resuming.
+            log.warning("discord: could not save the gateway session: %s", exc)
 
     # ------------------------------------------------------------------ inbound
 
