@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from fermix_core.testing.loopback import RecordedRequest, Reply
 
@@ -206,6 +207,13 @@ def _discord_status(env) -> dict:
     return {c["name"]: c for c in channels}["discord"]
 
 
+def _ready(env) -> tuple[int, dict]:
+    url = json.loads(fermix(env, "status", "--json").stdout)["http"]["url"]
+    answer = httpx.get(f"{url}/health/ready", timeout=10)
+    channels = {c["name"]: c for c in answer.json()["channels"]}
+    return answer.status_code, channels["discord"]
+
+
 def _wait_state(env, state: str) -> dict:
     deadline = time.monotonic() + 60
     while (found := _discord_status(env))["state"] != state:
@@ -219,6 +227,8 @@ def test_daemon_answers_a_discord_dm_with_a_streamed_draft(daemon_env, backend) 
     backend.until(lambda: discord.identifies == 1 and discord.connected)
     assert _wait_state(daemon_env, "ready")["enabled"]
     assert discord.requests[0] == ("GET", "/gateway/bot")
+    code, health = _ready(daemon_env)
+    assert code == 200 and health["state"] == "ready"
 
     backend.message("tell me something")
     backend.until(lambda: ANSWER in discord.texts(fd.DM_CHANNEL))
@@ -317,6 +327,8 @@ def test_a_missing_message_content_intent_is_reported_with_the_fix(daemon_env, b
     backend.until(lambda: 4014 in discord.closes)
     state = _wait_state(daemon_env, "degraded")
     assert "Message Content Intent" in state["error"] and "Developer Portal" in state["error"]
+    code, health = _ready(daemon_env)
+    assert code == 503 and "Message Content Intent" in health["error"]
     doctor = subprocess.run(
         [FERMIX, "doctor", "--json"], env=daemon_env, capture_output=True, text=True, timeout=60
     )
