@@ -35,6 +35,7 @@ BENCHMARKS = [
     "jobs",
     "channels",
     "telegram",
+    "discord",
     "subagents",
     "acp",
     "mcp",

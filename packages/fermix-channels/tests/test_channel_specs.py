@@ -166,7 +166,8 @@ def test_remote_flags_and_enablement_defaults() -> None:
 
 
 def test_abilities() -> None:
-    assert [n for n in NAMES if spec_of(n).supports_draft] == ["telegram"]
+    # The channels that edit their own messages in place: Telegram, and Discord (PATCH).
+    assert [n for n in NAMES if spec_of(n).supports_draft] == ["telegram", "discord"]
     assert [n for n in NAMES if spec_of(n).supports_reactions] == REMOTE
 
 

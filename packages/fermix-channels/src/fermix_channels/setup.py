@@ -159,8 +159,9 @@ DISCORD_SETUP = ChannelSetup(
     explain=(
         "Discord needs an application with a bot at https://discord.com/developers/\n"
         "applications: copy the bot token (Bot > Reset Token), turn on the Message Content\n"
-        "intent, and invite the bot with the bot scope and Send Messages / Read Message\n"
-        "History. The daemon connects to the Gateway itself, so no public URL is needed."
+        "intent, and invite the bot with the bot scope and View Channels, Send Messages,\n"
+        "Send Messages in Threads, Read Message History, Attach Files and Add Reactions.\n"
+        "The daemon connects to the Gateway itself, so no public URL is needed."
     ),
     fields=(
         ChannelField("bot_token", "Bot token", secret=True),
