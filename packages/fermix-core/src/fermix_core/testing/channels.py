@@ -204,6 +204,8 @@ class StubChannelHost:
         if state not in HEALTH_STATES:
             raise ValueError(f"unknown channel state {state!r}; one of {', '.join(HEALTH_STATES)}")
         self.reports.append((state, error))
+        self._changed.set()
+        self._changed = anyio.Event()
 
     def emit(self, name: str, **data: Any) -> None:
         self.events.append((name, data))
@@ -222,6 +224,14 @@ class StubChannelHost:
         """
         with anyio.fail_after(timeout):
             while len(self.results) < count:
+                await self._changed.wait()
+
+
+    async def wait_for_state(self, state: str, *, timeout: float = 10.0) -> None:
+        """Wait until the latest reported state is *state*; fail after *timeout* (a failure
+        bound, never a pacing wait)."""
+        with anyio.fail_after(timeout):
+            while self.state != state:
                 await self._changed.wait()
 
 
