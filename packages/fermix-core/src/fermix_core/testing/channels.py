@@ -227,11 +227,19 @@ class StubChannelHost:
                 await self._changed.wait()
 
 
-    async def wait_for_state(self, state: str, *, timeout: float = 10.0) -> None:
-        """Wait until the latest reported state is *state*; fail after *timeout* (a failure
-        bound, never a pacing wait)."""
+    async def wait_for_state(
+        self, state: str, *, containing: str | None = None, timeout: float = 10.0
+    ) -> None:
+        """Wait until the latest report is *state* (with *containing* in its error, when
+        given); fail after *timeout* (a failure bound, never a pacing wait)."""
+
+        def reached() -> bool:
+            if self.state != state:
+                return False
+            return containing is None or containing in (self.reports[-1][1] or "")
+
         with anyio.fail_after(timeout):
-            while self.state != state:
+            while not reached():
                 await self._changed.wait()
 
 
