@@ -226,7 +226,6 @@ class StubChannelHost:
             while len(self.results) < count:
                 await self._changed.wait()
 
-
     async def wait_for_state(
         self, state: str, *, containing: str | None = None, timeout: float = 10.0
     ) -> None:
