@@ -262,7 +262,7 @@ async def test_media_over_100_mb_is_refused_before_sending(stub, running, tmp_pa
     big = tmp_path / "big.mp4"
     with big.open("wb") as handle:
         handle.truncate(MEDIA_CAP + 1)  # sparse: no 100 MB written
-    async with running() as (channel, host):
+    async with running() as (channel, _host):
         with pytest.raises(ChannelError, match="up to 100 MB"):
             await channel.send(
                 OutboundMessage(
@@ -271,8 +271,6 @@ async def test_media_over_100_mb_is_refused_before_sending(stub, running, tmp_pa
                 )
             )
     assert stub.sends() == []
-    (event,) = [e for e in host.events if e[0] == "channel.media_send_error"]
-    assert event[1]["kind"] == "video" and "100 MB" in event[1]["error"]
 
 
 async def test_the_reply_port_refuses_oversized_media_and_keeps_the_confirm_line(
@@ -287,16 +285,31 @@ async def test_the_reply_port_refuses_oversized_media_and_keeps_the_confirm_line
         def prompt(self, *, include_token: bool = True) -> str:
             return "Allow /tmp/x?" + ("\n/confirm K7QZ" if include_token else "")
 
+    events: list[tuple[str, dict[str, Any]]] = []
     async with running() as (channel, _host):
-        port = OutboundPort(channel, features_of(channel))
+        port = OutboundPort(
+            channel, features_of(channel), emit=lambda name, **data: events.append((name, data))
+        )
         too_big = Attachment(kind=AttachmentKind.DOCUMENT, data=b"x", size=MEDIA_CAP + 1)
         with pytest.raises(MediaTooLarge, match="signal accepts document files"):
             await port.send(OutboundMessage(chat_id=ss.OWNER, attachments=[too_big]))
+        # A failed upload is a media send error too (signal-cli could not read the file).
+        await anyio.to_thread.run_sync(
+            stub.fail, "send", {"code": -1, "message": "Invalid attachment: no such file"}
+        )
+        small = Attachment(kind=AttachmentKind.IMAGE, data=b"png", filename="a.png")
+        with pytest.raises(ChannelError, match="Invalid attachment"):
+            await port.send(OutboundMessage(chat_id=ss.OWNER, attachments=[small]))
         # No Approve button on Signal: the typed line stays, in a group chat too.
         await port.approval(f"group:{ss.GROUP_ID}", None, Proposal())
-    (params,) = stub.sends()
+    params = stub.sends()[-1]
     assert params["groupId"] == ss.GROUP_ID
     assert params["message"].endswith("/confirm K7QZ")
+    errors = [data for name, data in events if name == "channel.media_send_error"]
+    assert [e["kind"] for e in errors] == ["document", "image"]
+    assert "104.9 MB" in errors[0]["error"]  # the cap is 100 MiB
+    replies = [data for name, data in events if name == "channel.reply"]
+    assert replies and all("duration_ms" in r for r in replies)
 
 
 @pytest.mark.parametrize(

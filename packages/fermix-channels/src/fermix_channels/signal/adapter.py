@@ -569,14 +569,6 @@ class SignalChannel(Channel):
             )
         return rpc
 
-    def _emit(self, name: str, **data: Any) -> None:
-        host = self.host
-        if host is not None:
-            try:
-                host.emit(name, **data)
-            except Exception:
-                log.debug("signal: telemetry %s failed", name, exc_info=True)
-
     async def _attachment_arg(self, item: Attachment) -> str:
         label = item.filename or (item.path.name if item.path is not None else "this file")
         size = item.size
@@ -602,26 +594,19 @@ class SignalChannel(Channel):
         params = _target(message.chat_id)
         if message.text.strip():
             params["message"] = message.text
-        try:
-            if message.attachments:
-                params["attachments"] = [await self._attachment_arg(a) for a in message.attachments]
-            if message.reply_to and "groupId" in params:
-                quoted = split_message_id(message.reply_to)
-                if quoted is not None:
-                    params["quoteAuthor"], params["quoteTimestamp"] = quoted
-            factor = 10 if message.attachments else 1
-            rpc = self._live()
-            result = await rpc.request(
-                "send", params, timeout=float(self.config.request_timeout) * factor
-            )
-            failure = failure_of(_types(result), "send")
-            if failure is not None:
-                raise failure
-        except ChannelError as exc:
-            if message.attachments:
-                kinds = sorted({str(a.kind) for a in message.attachments})
-                self._emit("channel.media_send_error", kind=",".join(kinds), error=str(exc))
-            raise
+        if message.attachments:
+            params["attachments"] = [await self._attachment_arg(a) for a in message.attachments]
+        if message.reply_to and "groupId" in params:
+            quoted = split_message_id(message.reply_to)
+            if quoted is not None:
+                params["quoteAuthor"], params["quoteTimestamp"] = quoted
+        factor = 10 if message.attachments else 1
+        result = await self._live().request(
+            "send", params, timeout=float(self.config.request_timeout) * factor
+        )
+        failure = failure_of(_types(result), "send")
+        if failure is not None:
+            raise failure
         timestamp = result.get("timestamp") if isinstance(result, dict) else None
         if not isinstance(timestamp, int):
             raise ChannelError("signal-cli send answered without a timestamp")
