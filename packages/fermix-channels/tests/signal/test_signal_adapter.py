@@ -310,6 +310,8 @@ async def test_the_reply_port_refuses_oversized_media_and_keeps_the_confirm_line
     assert "104.9 MB" in errors[0]["error"]  # the cap is 100 MiB
     replies = [data for name, data in events if name == "channel.reply"]
     assert replies and all("duration_ms" in r for r in replies)
+    outbound = [d for n, d in events if n == "channel.message" and d["direction"] == "outbound"]
+    assert len(outbound) == len(replies)
 
 
 @pytest.mark.parametrize(

@@ -236,6 +236,7 @@ class OutboundPort:
             kind="media" if message.attachments else "text",
             duration_ms=round((self._clock() - started) * 1000, 3),
         )
+        self.emit("channel.message", direction="outbound")
         if self._on_sent is not None:
             self._on_sent()
         return sent
