@@ -35,6 +35,7 @@ BENCHMARKS = [
     "jobs",
     "channels",
     "telegram",
+    "signal",
     "subagents",
     "acp",
     "mcp",
