@@ -90,6 +90,8 @@ class StubSignalCli:
             with self._cond:
                 self.events.append(event)
                 self._cond.notify_all()
+            if event.get("event") == "request":
+                conn.sendall(b'{"cmd": "ack"}\n')  # recorded: the stub may answer now
         with self._cond:
             self.events.append({"event": "closed"})
             self._cond.notify_all()

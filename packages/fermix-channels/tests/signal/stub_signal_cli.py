@@ -14,16 +14,18 @@ It then answers requests the way signal-cli does — ``subscribeReceive`` → su
 ``send`` → ``{"timestamp", "results": [{"recipientAddress", "type": "SUCCESS"}]}``,
 ``sendReaction``/``sendTyping``, ``version``; a line that is not JSON → ``-32700`` with
 ``id: null``; an unknown method → ``-32601`` — and reports every request to the control
-socket. Further commands from the test: ``envelope`` (emit a receive notification), ``raw``
-(write bytes to stdout as they are: garbage, giant lines), ``fail`` (answer the next request
-of a method with the given JSON-RPC error), ``hang`` (stop answering), ``exit`` (write to
-stderr and exit with a code, mid-stream).
+socket, waiting for the test's ``ack`` before answering (so whatever the adapter sees
+answered, the test has recorded). Further commands from the test: ``envelope`` (emit a
+receive notification), ``raw`` (write bytes to stdout as they are: garbage, giant lines),
+``fail`` (answer the next request of a method with the given JSON-RPC error), ``hang``
+(stop answering), ``exit`` (write to stderr and exit with a code, mid-stream).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import socket
 import sys
 import threading
@@ -31,6 +33,9 @@ import time
 
 _out_lock = threading.Lock()
 _state: dict = {"style": "plain", "hang": False, "fail": {}, "account": None}
+#: The test acknowledges each reported request before it is answered, so whatever the
+#: adapter sees answered, the test has already recorded.
+_acks: queue.Queue = queue.Queue()
 
 
 def _write(data: bytes) -> None:
@@ -74,6 +79,9 @@ def _commands(control: Control) -> None:
         if command is None:
             os._exit(0)  # the test went away
         kind = command.get("cmd")
+        if kind == "ack":
+            _acks.put(True)
+            continue
         if kind == "envelope":
             _notify(command["envelope"])
         elif kind == "raw":
@@ -155,6 +163,7 @@ def main(argv: list[str]) -> int:
             )
             continue
         control.tell({"event": "request", "request": request})
+        _acks.get(timeout=60)
         if _state["hang"]:
             continue
         answer = _answer(request)
