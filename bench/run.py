@@ -36,6 +36,7 @@ BENCHMARKS = [
     "channels",
     "telegram",
     "discord",
+    "signal",
     "subagents",
     "acp",
     "mcp",

@@ -176,9 +176,10 @@ SIGNAL_SETUP = ChannelSetup(
     channel="signal",
     label="Signal",
     explain=(
-        "Signal runs through signal-cli on this machine: install it and register or link\n"
-        "the number the bot answers from (signal-cli -a +15551234567 register, or link as\n"
-        "a secondary device). No public URL is needed."
+        "Signal runs through signal-cli on this machine (Java 21+): install it and register\n"
+        "or link the number the bot answers from (signal-cli -a +15551234567 register, then\n"
+        "verify CODE; or signal-cli link -n fermix to link it to your phone). Fermix starts\n"
+        "signal-cli itself; no public URL is needed. See docs/channels/signal.md."
     ),
     fields=(
         ChannelField("account", "The number signal-cli is registered with (+15551234567)"),

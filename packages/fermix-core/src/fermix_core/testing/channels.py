@@ -204,6 +204,8 @@ class StubChannelHost:
         if state not in HEALTH_STATES:
             raise ValueError(f"unknown channel state {state!r}; one of {', '.join(HEALTH_STATES)}")
         self.reports.append((state, error))
+        self._changed.set()
+        self._changed = anyio.Event()
 
     def emit(self, name: str, **data: Any) -> None:
         self.events.append((name, data))
@@ -222,6 +224,21 @@ class StubChannelHost:
         """
         with anyio.fail_after(timeout):
             while len(self.results) < count:
+                await self._changed.wait()
+
+    async def wait_for_state(
+        self, state: str, *, containing: str | None = None, timeout: float = 10.0
+    ) -> None:
+        """Wait until the latest report is *state* (with *containing* in its error, when
+        given); fail after *timeout* (a failure bound, never a pacing wait)."""
+
+        def reached() -> bool:
+            if self.state != state:
+                return False
+            return containing is None or containing in (self.reports[-1][1] or "")
+
+        with anyio.fail_after(timeout):
+            while not reached():
                 await self._changed.wait()
 
 
