@@ -481,3 +481,30 @@ def test_doctor_row_is_an_offline_credential_check(tmp_path) -> None:
     assert "reused from [fermix_core.providers.openai]" in row.detail
     assert "files up to 20 MB" in row.detail
     assert CHAT_KEY not in row.detail
+
+
+def test_interactive_setup_offers_the_step_and_reuses_the_chat_key(fermix_home) -> None:
+    from fermix_core.setup import SetupIO, run_setup
+
+    fermix_home.config_file.write_text(f'[fermix_core.providers.xai]\napi_key = "{CHAT_KEY}"\n')
+    answers = iter(["y", "xai"])
+    secrets = iter([""])  # Enter: reuse the xai chat key
+    shown: list[str] = []
+    io = SetupIO(
+        prompt=lambda text: (shown.append(text), next(answers))[1],
+        secret_prompt=lambda text: (shown.append(text), next(secrets))[1],
+        echo=shown.append,
+    )
+    assembly = assemble(fermix_home, environ={})
+    run_setup(assembly, interactive=True, options={}, io=io, only=["transcription"])
+    text = fermix_home.config_file.read_text()
+    assert 'backend = "xai"' in text and "xai_api_key" not in text and "model" not in text
+    assert any("Enter reuses the xai chat key" in line for line in shown)
+    assert not any(line.startswith("Model") for line in shown)  # xai is modelless
+
+    # Declining leaves the file alone.
+    before = fermix_home.config_file.read_text()
+    io = SetupIO(prompt=lambda text: "n", secret_prompt=lambda text: "", echo=lambda text: None)
+    assembly = assemble(fermix_home, environ={})
+    run_setup(assembly, interactive=True, options={}, io=io, only=["transcription"])
+    assert fermix_home.config_file.read_text() == before
