@@ -508,3 +508,23 @@ def test_interactive_setup_offers_the_step_and_reuses_the_chat_key(fermix_home) 
     assembly = assemble(fermix_home, environ={})
     run_setup(assembly, interactive=True, options={}, io=io, only=["transcription"])
     assert fermix_home.config_file.read_text() == before
+
+
+@pytest.mark.anyio
+async def test_a_senders_filename_cannot_steer_the_upload(tmp_path) -> None:
+    fake = SpeechToTextFake({b"OggS-named": "named"}, api_key=KEY)
+    async with LoopbackServer(fake) as server:
+        rig, transcriber = await _rig(tmp_path, server.url, f'openai_api_key = "{KEY}"\n')
+        evil = Attachment(
+            kind="audio",
+            data=b"OggS-named",
+            mime_type="audio/ogg",
+            filename='..\\..\\etc/pass\r\nContent-Type: text/html; x="y.ogg',
+        )
+        async with rig.queue:
+            await rig.ingest("", attachments=[evil])
+        await transcriber.aclose()
+    (upload,) = fake.uploads
+    assert upload.filename == "html_x_y.ogg"  # the last path part, in plain characters
+    assert upload.content_type == "audio/ogg"
+    assert rig.executor.jobs[0].message.text.endswith("named")

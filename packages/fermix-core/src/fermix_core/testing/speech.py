@@ -91,8 +91,9 @@ def _multipart(request: RecordedRequest) -> list[tuple[str, str | None, str, byt
     parts = []
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        payload = part.get_payload(decode=True) or b""
-        parts.append((str(name), part.get_filename(), part.get_content_type(), payload))
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        parts.append((str(name), part.get_filename(), part.get_content_type(), data))
     if not parts:
         raise ValueError("the multipart body has no parts")
     return parts

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import mimetypes
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,9 @@ _EXTENSIONS = {
 }
 
 
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
 def needs_transcription(attachment: Attachment) -> bool:
     """Audio, however the platform labelled it (Telegram sends some as documents)."""
     if attachment.kind is AttachmentKind.AUDIO:
@@ -121,7 +125,10 @@ def failure_reply(error: TranscriptionError) -> str:
 def _clip_of(attachment: Attachment, data: bytes) -> AudioClip:
     mime = (attachment.mime_type or "").split(";", 1)[0].strip().lower()
     mime = mime or "application/octet-stream"
-    name = attachment.filename
+    # The platform's filename is the sender's choice: only its last part, in plain
+    # characters, goes into the upload (the service reads the format from the extension).
+    name = _SAFE_NAME.sub("_", (attachment.filename or "").replace("\\", "/").rsplit("/", 1)[-1])
+    name = name.strip("._")[-80:]
     if not name or "." not in name:
         extension = _EXTENSIONS.get(mime) or mimetypes.guess_extension(mime) or ".bin"
         name = f"{name or 'voice'}{extension}"
