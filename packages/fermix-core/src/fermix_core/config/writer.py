@@ -282,6 +282,7 @@ def _apply(
         if tuple(parts) == ("fermix_core", "transcription", "backend") and new != was:
             from fermix_core.transcription.setup_step import snap_to_backend
 
+            doc = parse_document(doc.as_string(), path)  # new keys go inside the table
             also = snap_to_backend(doc["fermix_core"]["transcription"], new, registry)
     else:
         new = None

@@ -39,8 +39,7 @@ def check_transcription(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             LABEL,
             Status.WARN,
-            f"{shown}: {selection.problem}; voice notes are answered with "
-            '"run `fermix setup`" until then',
+            f"{shown}, not usable (voice notes get a setup hint instead): {selection.problem}",
             fix=f"run `{setup_command(selection.backend)}`",
         )
     detail = f"{shown}, key {selection.key_source}, files up to {selection.max_file_mb} MB"
