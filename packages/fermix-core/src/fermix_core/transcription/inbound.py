@@ -145,7 +145,11 @@ async def _size_of(attachment: Attachment) -> int | None:
 
 async def _transcribe_one(transcriber: Transcriber, attachment: Attachment) -> tuple[str, int]:
     # The declared (or stat'ed) size first: an oversized file is never read.
-    transcriber.check_size(await _size_of(attachment))
+    size = await _size_of(attachment)
+    transcriber.check_size(size)
+    if attachment.data is None and attachment.path is None:
+        # Announced but not downloaded by the adapter (over a size cap): nothing to send.
+        raise TranscriptionTooLarge(size or 0, transcriber.cap_bytes)
     await transcriber.backend()  # "not configured" before the file is read
     if attachment.data is not None:
         data = attachment.data
