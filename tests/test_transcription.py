@@ -528,3 +528,17 @@ async def test_a_senders_filename_cannot_steer_the_upload(tmp_path) -> None:
     assert upload.filename == "html_x_y.ogg"  # the last path part, in plain characters
     assert upload.content_type == "audio/ogg"
     assert rig.executor.jobs[0].message.text.endswith("named")
+
+
+@pytest.mark.anyio
+async def test_an_audio_file_that_vanished_is_a_failure_not_a_crash(tmp_path) -> None:
+    fake = SpeechToTextFake({}, api_key=KEY)
+    async with LoopbackServer(fake) as server:
+        rig, transcriber = await _rig(tmp_path, server.url, f'openai_api_key = "{KEY}"\n')
+        gone = Attachment(kind="audio", path=tmp_path / "gone.ogg", mime_type="audio/ogg")
+        async with rig.queue:
+            outcome = await rig.ingest("", attachments=[gone])
+        await transcriber.aclose()
+        assert server.requests == []
+    assert outcome.status is IngestStatus.MEDIA_REFUSED
+    assert rig.channel.texts == [FAILED_REPLY]

@@ -33,6 +33,7 @@ from fermix_core.transcription.contract import (
     AudioClip,
     NoSpeech,
     TranscriptionError,
+    TranscriptionFailed,
     TranscriptionNotConfigured,
     TranscriptionTooLarge,
 )
@@ -183,7 +184,10 @@ async def transcribe_inbound(
         try:
             if transcriber is None:
                 raise TranscriptionNotConfigured("this runtime has no transcriber")
-            text, size = await _transcribe_one(transcriber, attachment)
+            try:
+                text, size = await _transcribe_one(transcriber, attachment)
+            except OSError as exc:  # a path attachment that vanished or cannot be read
+                raise TranscriptionFailed(f"the audio file could not be read: {exc}") from exc
         except TranscriptionError as exc:
             log.warning(
                 "transcription of a %s attachment on %s: %s (%s)",
