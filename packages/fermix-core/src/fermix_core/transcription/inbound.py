@@ -20,7 +20,6 @@ Each attempt emits ``transcription.message`` (``channel``, ``status``, ``duratio
 from __future__ import annotations
 
 import logging
-import mimetypes
 import re
 import time
 from collections.abc import Callable
@@ -131,7 +130,11 @@ def _clip_of(attachment: Attachment, data: bytes) -> AudioClip:
     name = _SAFE_NAME.sub("_", (attachment.filename or "").replace("\\", "/").rsplit("/", 1)[-1])
     name = name.strip("._")[-80:]
     if not name or "." not in name:
-        extension = _EXTENSIONS.get(mime) or mimetypes.guess_extension(mime) or ".bin"
+        extension = _EXTENSIONS.get(mime)
+        if extension is None:
+            import mimetypes  # only for a type the table does not know
+
+            extension = mimetypes.guess_extension(mime) or ".bin"
         name = f"{name or 'voice'}{extension}"
     return AudioClip(data=data, mime_type=mime, filename=name)
 
