@@ -40,6 +40,7 @@ BENCHMARKS = [
     "subagents",
     "acp",
     "mcp",
+    "transcription",
 ]
 
 

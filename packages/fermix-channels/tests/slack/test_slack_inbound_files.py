@@ -121,3 +121,17 @@ async def test_a_slack_outage_during_download_asks_for_a_retry(running, fake) ->
         second = await channel.handle_webhook(request(body))
     assert (first.status, second.status) == (503, 200)
     assert len(host.deliveries) == 1 and host.deliveries[0].attachments
+
+
+async def test_audio_over_the_gateways_cap_is_handed_over_unfetched(running, fake) -> None:
+    memo = fake.private_file("memo.m4a", b"a" * 4096, "audio/mp4")
+    photo = fake.private_file("cat.png", b"\x89PNG", "image/png")
+    body = fs.message_event("listen", subtype="file_share", files=[memo, photo])
+    async with running() as (channel, host):
+        host.inbound_caps["audio"] = 1024  # the transcription cap, as the runtime reports it
+        await channel.handle_webhook(request(body))
+    (message,) = host.deliveries
+    withheld, image = message.attachments
+    assert (withheld.kind, withheld.data, withheld.size) == (AttachmentKind.AUDIO, b"", 4096)
+    assert image.data == b"\x89PNG"
+    assert len(fake.downloads) == 1  # only the image

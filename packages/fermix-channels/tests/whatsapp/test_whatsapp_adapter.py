@@ -298,3 +298,24 @@ async def test_missing_credentials_degrade_instead_of_crashing(graph) -> None:
         with pytest.raises(ChannelTransientError):
             await channel.send(OutboundMessage(chat_id=fg.OWNER, text="x"))
         await channel.stop()
+
+
+async def test_a_voice_note_over_the_gateways_cap_is_handed_over_unfetched(wa, graph) -> None:
+    channel, host = wa
+    host.inbound_caps["audio"] = 1024  # the transcription cap, as the runtime reports it
+    graph.add_media("VOICE1", b"OggS" * 1000, "audio/ogg; codecs=opus")
+    graph.add_media("VOICE2", b"OggS small", "audio/ogg; codecs=opus")
+    body = fg.delivery(
+        fg.value(
+            [
+                fg.media_message(fg.OWNER, "audio", "VOICE1", "wamid.V1", voice=True),
+                fg.media_message(fg.OWNER, "audio", "VOICE2", "wamid.V2", voice=True),
+            ]
+        )
+    )
+    assert (await channel.handle_webhook(post(body))).status == 200
+    big, small = host.deliveries
+    (withheld,) = big.attachments
+    assert withheld.kind == "audio" and withheld.data == b"" and withheld.size == 4000
+    assert small.attachments[0].data == b"OggS small"
+    assert graph.downloads == ["VOICE2"]  # the oversized voice note was never fetched

@@ -51,6 +51,7 @@ __all__ = [
     "WebhookRequest",
     "WebhookResponse",
     "WebhookRoute",
+    "inbound_cap",
 ]
 
 
@@ -336,6 +337,21 @@ class ChannelHost(Protocol):
     def emit(self, name: str, **data: Any) -> None:
         """Telemetry, best effort."""
         ...
+
+
+def inbound_cap(host: Any, kind: AttachmentKind, mime_type: str | None = None) -> int | None:
+    """The gateway's own size cap in bytes for an inbound file of *kind* (audio: the
+    transcription cap, ``[fermix_core.transcription] max_file_mb``), or ``None``.
+
+    An adapter checks a file's declared size against it before downloading. The runtime's
+    host answers through its optional ``inbound_cap`` method; a host without one (a test
+    double) answers ``None``.
+    """
+    method = getattr(host, "inbound_cap", None)
+    if method is None:
+        return None
+    cap = method(kind, mime_type)
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) else None
 
 
 # ----------------------------------------------------------------------------- adapter

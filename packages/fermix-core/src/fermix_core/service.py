@@ -96,6 +96,8 @@ class FermixService:
         self.skills: Any = None
         #: The operator's MCP servers (:class:`fermix_core.mcp.manager.McpManager`), if any.
         self.mcp: Any = None
+        #: The runtime's shared HTTP client (``None`` until a provider route exists).
+        self.http: Any = None
         from fermix_core.inbox import LocalInbox
 
         #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
@@ -253,6 +255,18 @@ class FermixService:
             # with nobody in it) authorizes nobody, a local one (acp) authorizes its socket.
             section = channel_section(spec, config)
             policies[name] = TrustPolicy.from_section(section, local=not spec.remote, channel=name)
+        from fermix_core.authfile import AuthStore
+        from fermix_core.transcription.engine import Transcriber
+
+        transcriber = Transcriber(
+            config,
+            registry,
+            environ=runtime.environ,
+            host=runtime.host,
+            auth_store=AuthStore(runtime.home.auth_file),
+            http=service.http,
+        )
+        service._closers.append(transcriber.aclose)
         try:
             async with anyio.create_task_group() as tg, ConversationQueue(runner) as queue:
                 runner.queue = queue
@@ -265,6 +279,7 @@ class FermixService:
                     services=runner,
                     emit=runtime.emit,
                     agent_available=lambda: service.available,
+                    transcriber=transcriber,
                 )
                 service.cli_features = ChannelFeatures(local=True)
                 if service.jobs is not None:
@@ -320,6 +335,7 @@ class FermixService:
             plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
         )
         self._closers += [chain.aclose, http.aclose]
+        self.http = http  # shared with speech-to-text
 
         def window(model: str | None) -> int | None:
             route = plan.primary

@@ -246,7 +246,10 @@ class TranscriptionBackendSpec(Spec):
     default_model: str | None = None
     #: Config key in ``[fermix_core.transcription]`` holding this backend's own key.
     key_field: str | None = None
+    #: The backend cannot reuse a chat-provider key: ``key_field`` must be set.
     key_required: bool = False
+    #: The chat provider whose API key is reused when ``key_field`` is unset.
+    reuse_provider: str | None = None
 
     def problems(self) -> list[str]:
         problems = Spec.problems(self)

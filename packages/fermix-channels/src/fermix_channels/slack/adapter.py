@@ -38,8 +38,10 @@ from fermix_core.channel import (
     WebhookRequest,
     WebhookResponse,
     WebhookRoute,
+    inbound_cap,
 )
 from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.transcription.inbound import withheld
 
 from fermix_channels.slack.client import MAX_UPLOAD_BYTES, SlackApi, SlackRefused
 from fermix_channels.slack.config import SlackConfig
@@ -412,6 +414,12 @@ class SlackChannel(Channel):
             if not isinstance(url, str) or not url:
                 notes.append(f"[attachment not received: {name} is not available to the bot]")
                 continue
+            mime = file.get("mimetype") if isinstance(file.get("mimetype"), str) else None
+            cap = inbound_cap(host, _kind(mime), mime)
+            if cap is not None and isinstance(size, int) and size > cap:
+                # The gateway answers "too large" (the transcription cap); nothing is fetched.
+                attachments.append(withheld(size, kind=_kind(mime), mime_type=mime, filename=name))
+                continue
             if isinstance(size, int) and size > MAX_INBOUND_FILE:
                 notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
@@ -426,7 +434,6 @@ class SlackChannel(Channel):
             if data is None:
                 notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
-            mime = file.get("mimetype") if isinstance(file.get("mimetype"), str) else None
             attachments.append(
                 Attachment(kind=_kind(mime), data=data, mime_type=mime, filename=name)
             )

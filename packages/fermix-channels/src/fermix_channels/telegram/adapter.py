@@ -52,8 +52,10 @@ from fermix_core.channel import (
     InboundMessage,
     OutboundMessage,
     SentMessage,
+    inbound_cap,
 )
 from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.transcription.inbound import withheld
 
 from fermix_channels.telegram.client import TelegramApi, TelegramConflict, TelegramRefused
 from fermix_channels.telegram.config import TelegramConfig
@@ -526,6 +528,16 @@ class TelegramChannel(Channel):
         notes: list[str] = []
         for item in media:
             label = item.filename or item.kind.value
+            # The gateway's own cap (audio: the transcription cap) is answered there; the
+            # oversized file is never fetched.
+            cap = inbound_cap(host, item.kind, item.mime_type)
+            if cap is not None and item.size is not None and item.size > cap:
+                attachments.append(
+                    withheld(
+                        item.size, kind=item.kind, mime_type=item.mime_type, filename=item.filename
+                    )
+                )
+                continue
             if item.size is not None and item.size > MAX_INBOUND_FILE:
                 notes.append(f"[attachment not received: {label} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
@@ -533,6 +545,13 @@ class TelegramChannel(Channel):
                 info = await api.get_file(item.file_id)
                 size = info.get("file_size")
                 path = info.get("file_path")
+                if cap is not None and isinstance(size, int) and size > cap:
+                    attachments.append(
+                        withheld(
+                            size, kind=item.kind, mime_type=item.mime_type, filename=item.filename
+                        )
+                    )
+                    continue
                 if isinstance(size, int) and size > MAX_INBOUND_FILE:
                     data = None
                 elif not isinstance(path, str) or not path:

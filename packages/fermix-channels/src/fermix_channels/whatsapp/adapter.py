@@ -40,8 +40,10 @@ from fermix_core.channel import (
     WebhookRequest,
     WebhookResponse,
     WebhookRoute,
+    inbound_cap,
 )
 from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.transcription.inbound import withheld
 
 from fermix_channels.secrets import require_secret
 from fermix_channels.whatsapp.client import WINDOW_CLOSED, WhatsAppApi
@@ -271,6 +273,13 @@ class WhatsAppChannel(Channel):
         try:
             info = await api.media_info(media.id)
             size = info.get("file_size")
+            mime = media.mime_type or (info.get("mime_type") if isinstance(info, dict) else None)
+            mime = mime if isinstance(mime, str) else None
+            cap = inbound_cap(self.host, _KINDS[media.kind], mime)
+            if cap is not None and isinstance(size, int) and size > cap:
+                # The gateway answers "too large" (the transcription cap); nothing is fetched.
+                kind = _KINDS[media.kind]
+                return [withheld(size, kind=kind, mime_type=mime, filename=media.filename)], []
             if isinstance(size, int) and size > MAX_INBOUND_MEDIA:
                 return [], [f"[attachment not received: {label} is over 25 MB]"]
             data = await api.download(info["url"], MAX_INBOUND_MEDIA)
@@ -281,11 +290,10 @@ class WhatsAppChannel(Channel):
             return [], [f"[attachment not received: {label} could not be fetched]"]
         if data is None:
             return [], [f"[attachment not received: {label} is over 25 MB]"]
-        mime = media.mime_type or (info.get("mime_type") if isinstance(info, dict) else None)
         attachment = Attachment(
             kind=_KINDS[media.kind],
             data=data,
-            mime_type=mime if isinstance(mime, str) else None,
+            mime_type=mime,
             filename=media.filename,
         )
         return [attachment], []

@@ -39,6 +39,8 @@ import anyio.abc
 
 from fermix_core.channel import (
     HEALTH_STATES,
+    Attachment,
+    AttachmentKind,
     Channel,
     ConversationKey,
     DeliveryResult,
@@ -301,6 +303,19 @@ class RuntimeHost:
             if message.role in ("user", "assistant") and message.text.strip():
                 shown.append((message.role, message.text))
         return shown
+
+    def inbound_cap(self, kind: AttachmentKind, mime_type: str | None = None) -> int | None:
+        """The gateway's own size cap in bytes for an inbound file of *kind* and
+        *mime_type* (audio: ``[fermix_core.transcription] max_file_mb``), or ``None`` when
+        it sets none. An adapter skips the download of a file declared larger and hands
+        over :func:`fermix_core.transcription.inbound.withheld` instead."""
+        from fermix_core.transcription.inbound import needs_transcription
+
+        transcriber = getattr(self._runtime.gateway, "transcriber", None)
+        if transcriber is None:
+            return None
+        probe = Attachment(kind=kind, data=b"", mime_type=mime_type)
+        return transcriber.cap_bytes if needs_transcription(probe) else None
 
     async def seen(self, platform_id: str) -> bool:
         seen = self._runtime.seen_ids

@@ -214,6 +214,8 @@ class TranscriptionConfig(Section):
     #: One shared key; setup snaps it to the chosen backend's default on a backend switch.
     model: NonEmpty | None = None
     max_file_mb: int = Field(default=20, gt=0)
+    #: The selected backend's API base URL (a proxy, a test server); unset: the service's.
+    base_url: HttpUrl | None = None
     openai_api_key: Secret | None = None
     xai_api_key: Secret | None = None
     deepgram_api_key: Secret | None = None

@@ -93,8 +93,19 @@ class StubChannelHost:
         self.reports: list[tuple[str, str | None]] = []
         #: Every (name, data) telemetry event, in order.
         self.events: list[tuple[str, dict[str, Any]]] = []
+        #: The gateway's size caps an adapter sees through ``inbound_cap``, by attachment
+        #: kind (``{"audio": 1024}``: the transcription cap); empty means none.
+        self.inbound_caps: dict[str, int] = {}
         self._seen: set[str] = set()
         self._changed = anyio.Event()
+
+    def inbound_cap(self, kind: Any, mime_type: str | None = None) -> int | None:
+        """The cap in :attr:`inbound_caps` for *kind* (an ``audio/*`` MIME type counts as
+        audio, as the gateway's transcription step decides)."""
+        value = getattr(kind, "value", kind)
+        if (mime_type or "").lower().startswith("audio/"):
+            value = "audio"
+        return self.inbound_caps.get(str(value))
 
     # ------------------------------------------------------------------ context
 
