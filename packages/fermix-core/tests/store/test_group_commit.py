@@ -20,7 +20,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from anyio.abc import TaskGroup
 from fermix_core.channel import ConversationKey
-from fermix_core.messages import Message, Usage
+from fermix_core.messages import ImagePart, Message, Usage
 from fermix_core.store import ConversationStore, TurnStateError
 
 pytestmark = pytest.mark.anyio
@@ -182,7 +182,7 @@ from pathlib import Path
 
 import anyio
 from fermix_core.channel import ConversationKey
-from fermix_core.messages import Message, Usage
+from fermix_core.messages import ImagePart, Message, Usage
 from fermix_core.store import ConversationStore
 
 BATCH = 4
@@ -338,3 +338,48 @@ async def test_checkpoints_run_on_their_own_thread(store: ConversationStore, db_
         assert busy == 0 and done == log_frames
     finally:
         check.close()
+
+
+async def test_an_idle_store_runs_calls_on_the_loop_without_a_hop(store: ConversationStore) -> None:
+    cid = await store.conversation_id(ConversationKey("cli", "inline"))
+    before = store.worker.inline
+    start = await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id=None)
+    await store.commit_turn(
+        start.handle.turn_id, [Message.assistant("a")], usage=Usage(), model=None, provider=None
+    )
+    assert store.worker.inline - before == 2
+    # A message with an image is encoded on the store's thread, never on the loop.
+    image = Message.user(ImagePart(media_type="image/png", data=b"\x89PNG" + b"0" * 64))
+    before = store.worker.inline
+    await store.start_turn(cid, image, speaker="owner", sender_id=None)
+    assert store.worker.inline == before
+
+
+async def test_a_file_locked_by_another_process_waits_on_the_thread_not_the_loop(
+    store: ConversationStore, db_path
+) -> None:
+    cid = await store.conversation_id(ConversationKey("cli", "locked"))
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    started: list[object] = []
+    finished = anyio.Event()
+
+    async def write() -> None:
+        started.append(
+            await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id=None)
+        )
+        finished.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write)
+            # The loop is free while the write waits for the lock (on the store's thread).
+            await wait_all_tasks_blocked()
+            assert not finished.is_set()
+            other.execute("COMMIT")
+            await finished.wait()
+    finally:
+        other.close()
+    assert len(started) == 1
+    window = await store.load_window(cid)
+    assert [m.message.text for m in window] == ["q"]

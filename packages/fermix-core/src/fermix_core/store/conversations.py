@@ -1,9 +1,12 @@
 """The async conversation store the turn runner, gateway and CLI use.
 
-Every call is one hop to the store's own thread, which owns its single SQLite connection
-and runs calls strictly one at a time (:class:`fermix_core.sqlite_worker.SqliteWorker`),
-so the event loop never blocks on disk and the connection is never used by two threads at
-once. Calls that arrive together (many conversations at once) share one transaction —
+Calls run strictly one at a time on the store's single SQLite connection
+(:class:`fermix_core.sqlite_worker.SqliteWorker`): on the store's own thread, or — while
+that thread has nothing queued — directly on the event loop, with no thread hop and with
+``busy_timeout = 0`` (a file locked by another process sends the call to the thread, which
+waits there), so the loop never waits for a lock and the connection is never used by two
+threads at once. Calls carrying images always go to the thread (their encoding is heavy).
+Calls that arrive together (many conversations at once) share one transaction —
 group commit, each call in its own savepoint, every caller answered only after the
 ``COMMIT`` — and the write-ahead log is checkpointed by a second thread, never inside a
 caller's commit. A call cancelled while its SQL runs still finishes that SQL and the
@@ -72,6 +75,13 @@ _KEY_CACHE_MAX = 4096
 _SPEAKER_SET = frozenset(SPEAKERS)
 
 
+def _failed(path: Path, exc: sqlite3.Error) -> StoreError:
+    return StoreError(
+        f"the conversation store at {path} failed ({type(exc).__name__}: {exc}); "
+        "check free disk space and that the file is writable, then retry"
+    )
+
+
 def _refuse_empty(message: Message, what: str) -> Message:
     if message.is_empty:
         raise EmptyMessageError(
@@ -136,27 +146,33 @@ class ConversationStore:
         await self.close()
 
     async def _call(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run *method* on the store's connection: on the loop while the store's thread is
+        idle (no hop), else on the thread."""
+        return await self._run(True, method, args, kwargs)
+
+    async def _call_on_thread(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Always on the store's thread: calls carrying images, whose encoding is heavy."""
+        return await self._run(False, method, args, kwargs)
+
+    async def _run(
+        self, inline: bool, method: Callable[..., T], args: tuple, kwargs: dict[str, Any]
+    ) -> T:
         if self._sync is None:
             raise StoreClosedError(
                 f"the conversation store for {self.path} is closed; open a new one"
             )
+        run = self.worker.call_inline if inline else self.worker.call
         try:
-            return await self.worker.call(method, self._sync, *args, **kwargs)
+            return await run(method, self._sync, *args, **kwargs)
         except sqlite3.ProgrammingError as exc:
             if self._sync is None:
                 # A call queued behind close() found the connection closed.
                 raise StoreClosedError(
                     f"the conversation store for {self.path} was closed while this call waited"
                 ) from exc
-            raise StoreError(
-                f"the conversation store at {self.path} failed ({type(exc).__name__}: {exc}); "
-                "check free disk space and that the file is writable, then retry"
-            ) from exc
+            raise _failed(self.path, exc) from exc
         except sqlite3.Error as exc:
-            raise StoreError(
-                f"the conversation store at {self.path} failed ({type(exc).__name__}: {exc}); "
-                "check free disk space and that the file is writable, then retry"
-            ) from exc
+            raise _failed(self.path, exc) from exc
 
     # ------------------------------------------------------------------ conversations
 
@@ -257,7 +273,8 @@ class ConversationStore:
         when a group chat is replayed.
         """
         self._check_turn_opening(user, speaker)
-        return await self._call(
+        call = self._call_on_thread if user.has_images else self._call
+        return await call(
             SyncStore.begin_turn,
             conversation_id,
             user,
@@ -288,7 +305,8 @@ class ConversationStore:
         """
         allowed = self._speakers(speakers)
         self._check_turn_opening(user, speaker)
-        return await self._call(
+        call = self._call_on_thread if user.has_images else self._call
+        return await call(
             SyncStore.start_turn,
             conversation_id,
             user,
@@ -321,7 +339,9 @@ class ConversationStore:
             )
         for i, message in enumerate(messages):
             _refuse_empty(message, f"message {i} of turn {turn_id}")
-        return await self._call(
+        heavy = any(message.has_images for message in messages)
+        call = self._call_on_thread if heavy else self._call
+        return await call(
             SyncStore.commit_turn,
             turn_id,
             list(messages),

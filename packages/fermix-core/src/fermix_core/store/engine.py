@@ -281,7 +281,7 @@ class SyncStore:
         """``load_window`` + ``next_session_number`` + ``begin_turn`` in one transaction."""
         encoded = encode(user)
         with self._write():
-            window = self.load_window(conversation_id, speakers)
+            window = self.load_window(conversation_id, speakers)  # checks the conversation
             session_id = f"{session_prefix}{self.next_session_number()}"
             handle = self._begin(
                 conversation_id,
@@ -291,6 +291,7 @@ class SyncStore:
                 session_id=session_id,
                 run_profile=run_profile,
                 sender_name=sender_name,
+                checked=True,
             )
         return TurnStart(window, session_id, handle)
 
@@ -304,10 +305,12 @@ class SyncStore:
         session_id: str,
         run_profile: str,
         sender_name: str | None,
+        checked: bool = False,
     ) -> TurnHandle:
         role, body, text = encoded
         conn = self.conn
-        self._conversation(conversation_id)
+        if not checked:
+            self._conversation(conversation_id)
         now = time.time()
         seq = self._next_seq(conversation_id)
         turn_id = int(
