@@ -259,6 +259,12 @@ class Message(BaseModel):
         return [p for p in parts if isinstance(p, ImagePart)]
 
     @property
+    def has_images(self) -> bool:
+        """Whether :attr:`images` is non-empty, without building the list."""
+        parts = self.tool_result.content if self.tool_result is not None else self.content
+        return any(isinstance(p, ImagePart) for p in parts)
+
+    @property
     def is_empty(self) -> bool:
         """No visible text, no image, no tool call and no tool result.
 

@@ -95,7 +95,7 @@ class ChatRequest(BaseModel):
     @property
     def has_images(self) -> bool:
         """Whether any message (tool results included) carries an image."""
-        return any(m.images for m in self.messages)
+        return any(m.has_images for m in self.messages)
 
     async def emit(self, event: StreamEvent) -> None:
         """Hand *event* to ``on_event`` if there is one, awaiting it when it is async."""

@@ -218,6 +218,9 @@ PortFactory = Callable[[Channel, ChannelSpec, "_Slot", "ChannelRuntime"], Any]
 
 #: How often the typing indicator is renewed while a turn runs (platforms show it ~5 s).
 TYPING_EVERY = 4.0
+#: A turn answered sooner than this shows no typing indicator at all: the reply itself
+#: arrives first, and the platform call (WhatsApp marks the message read with it) is saved.
+TYPING_AFTER = 0.5
 #: A turn longer than this stops renewing the indicator.
 TYPING_MAX = 600.0
 
@@ -615,7 +618,12 @@ class ChannelRuntime:
         return DeliveryResult.ACCEPTED, job
 
     async def _typing(self, typing: Any, message: InboundMessage, job: Any, every: float) -> None:
-        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX)."""
+        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX).
+
+        Nothing is sent for a turn done within ``TYPING_AFTER``.
+        """
+        with anyio.move_on_after(TYPING_AFTER):
+            await job.done.wait()
         with anyio.move_on_after(TYPING_MAX):
             while not job.done.is_set():
                 await typing(message.chat_id, message.thread_id)
