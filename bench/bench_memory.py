@@ -116,6 +116,8 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 
 def _insert_facts(conn: sqlite3.Connection, text: Text, start: int, count: int) -> None:
     """Append *count* facts in the caller's transaction; the FTS index is filled after."""
+    from fermix_core.memory.sqlite_schema import rebuild_term_counts
+
     speakers = ["owner"] * 16 + ["system"] * 2 + ["guest", "job"]
     categories = ["identity", "preference", "interest", "goal", "context", "directive"]
     now = time.time()
@@ -159,6 +161,8 @@ def _insert_facts(conn: sqlite3.Connection, text: Text, start: int, count: int) 
         "SELECT id, content, key FROM memory_facts WHERE id > ?",
         (start,),
     )
+    # The trigger also keeps the per-word counts; recount them from the index in one pass.
+    rebuild_term_counts(conn, "memory_fact_terms")
     conn.execute(trigger)
 
 

@@ -61,6 +61,7 @@ from fermix_core.memory.sqlite_schema import (
     MemorySchemaError,
     connect,
     match_expression,
+    match_terms,
 )
 
 __all__ = [
@@ -162,11 +163,11 @@ class SqliteMemoryBackend(MemoryBackend):
         include_archived: bool = False,
         where: MemoryFilter | None = None,
     ) -> list[MemoryFact]:
-        expression = match_expression(query)
-        if expression is None or limit < 1:
+        terms = match_terms(query)
+        if not terms or limit < 1:
             return []
         cats = normalize_categories(categories)
-        return await self._call(SyncMemory.search, expression, limit, cats, include_archived, where)
+        return await self._call(SyncMemory.search, terms, limit, cats, include_archived, where)
 
     async def forget(self, id: str) -> bool:
         return await self._call(SyncMemory.forget, id)
@@ -196,10 +197,10 @@ class SqliteMemoryBackend(MemoryBackend):
     async def search_history(
         self, query: str, *, limit: int = 10, where: MemoryFilter | None = None
     ) -> list[HistoryMessage]:
-        expression = match_expression(query)
-        if expression is None or limit < 1:
+        terms = match_terms(query)
+        if not terms or limit < 1:
             return []
-        return await self._call(SyncMemory.search_history, expression, limit, where)
+        return await self._call(SyncMemory.search_history, terms, limit, where)
 
     async def recent_messages(
         self,
@@ -211,8 +212,16 @@ class SqliteMemoryBackend(MemoryBackend):
         return await self._call(SyncMemory.recent_messages, after_id, sorted(set(speakers)), limit)
 
     async def catch_up_history(self) -> int:
-        """Bring the history index up to date now (search does it on its own)."""
-        return await self._call(SyncMemory.catch_up_history)
+        """Bring the history index up to date now; returns how many message ids it covered.
+
+        One batch per worker call, so a search waiting behind a long backlog runs between
+        batches. A search indexes a small backlog itself; the daemon calls this after each
+        reply, off the turn path.
+        """
+        seen = 0
+        while step := await self._call(SyncMemory.catch_up_batch):
+            seen += step
+        return seen
 
     async def describe(self, *, where: MemoryFilter | None = None) -> dict[str, object]:
         counts = await self._call(SyncMemory.fact_counts, where)
