@@ -187,6 +187,7 @@ class SyncMemory:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
+        self._has_history = False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -474,11 +475,14 @@ class SyncMemory:
     # ------------------------------------------------------------------ history
 
     def _history_tables(self) -> bool:
+        if self._has_history:  # once created, the store's tables stay
+            return True
         rows = self.conn.execute(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
             "AND name IN ('messages', 'conversations')"
         ).fetchone()
-        return int(rows[0]) == 2
+        self._has_history = int(rows[0]) == 2
+        return self._has_history
 
     def _watermark(self) -> int:
         row = self.conn.execute(
