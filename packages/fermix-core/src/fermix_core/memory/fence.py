@@ -125,6 +125,11 @@ class FencedMemory(str):
         return value
 
 
+#: A tag pattern matches only text holding one of these (a bracket, or the first character
+#: of an escaped bracket or slash: ``&lt;``, ``%3c``, ``\\u003c``), after normalising.
+_TAG_CHARS = "<[/&%\\"
+
+
 def scan(text: str) -> list[str]:
     """The kinds of injection marker in *text* (empty when it looks like plain data)."""
     folded = probe(normalized(text))
@@ -133,6 +138,8 @@ def scan(text: str) -> list[str]:
 
 def _tag_spans(folded: str) -> list[tuple[int, int, str]]:
     """Every tag-like marker in *folded* (a :func:`probe`), as ``(start, end, kind)``."""
+    if not any(c in folded for c in _TAG_CHARS):
+        return []  # every tag pattern needs one of these; most memories have none
     spans: list[tuple[int, int, str]] = []
     for kind, pattern in _patterns()[0]:
         spans += [(*m.span(), kind) for m in pattern.finditer(folded) if m.end() > m.start()]
