@@ -207,6 +207,12 @@ class FermixService:
 
         memory = await open_backend(runtime.home, config, registry)
         service._closers.append(memory.aclose)
+
+        async def index_history(_conversation_id: int) -> None:
+            # After the reply went out: the next recall finds the history index current.
+            await memory.catch_up_history()
+
+        runner.post_reply_hooks.append(index_history)
         if caller is not None:
             reviewer = MemoryReviewer.from_config(
                 memory, caller, runtime.home, config, emit=runtime.emit
