@@ -80,6 +80,22 @@ class Role(StrEnum):
 
 REASONING_EFFORTS: tuple[str, ...] = ("none", "low", "medium", "high", "xhigh", "max")
 
+#: The keys core itself understands in ``[fermix_core.providers.<name>]`` (the fields of
+#: ``fermix_core.config.models.ProviderConfig``; a test keeps the two equal). A provider's
+#: ``config_keys`` chooses among these; keys of its own go in its ``config_model``.
+CORE_PROVIDER_KEYS: frozenset[str] = frozenset(
+    {
+        "primary",
+        "default_model",
+        "base_url",
+        "api_key",
+        "reasoning_effort",
+        "auth_mode",
+        "fast",
+        "wire",
+    }
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Spec:
@@ -138,8 +154,12 @@ class ProviderSpec(Spec):
     oauth_profile: str | None = None
     #: Environment variable that overrides ``base_url`` (Ollama's ``OLLAMA_BASE_URL``).
     base_url_env: str | None = None
-    #: Keys accepted in ``[fermix_core.providers.<name>]``; anything else fails at load.
+    #: Core keys accepted in ``[fermix_core.providers.<name>]`` (a subset of
+    #: :data:`CORE_PROVIDER_KEYS`); anything else fails at load unless ``config_model`` owns it.
     config_keys: frozenset[str] = frozenset({"primary", "default_model", "base_url", "api_key"})
+    #: pydantic model validating the provider's own keys in its block; the validated
+    #: instance reaches the adapter as ``ProviderSettings.options``.
+    config_model: Ref | None = None
     #: Accepted reasoning efforts, lowest first; empty means the provider takes none.
     reasoning_efforts: tuple[str, ...] = ()
     default_model: str | None = None
@@ -152,6 +172,14 @@ class ProviderSpec(Spec):
     def problems(self) -> list[str]:
         problems = Spec.problems(self)
         _check_ref("factory", self.factory, problems)
+        _check_ref("config_model", self.config_model, problems, required=False)
+        impossible = sorted(k for k in self.config_keys if k not in CORE_PROVIDER_KEYS)
+        if impossible:
+            problems.append(
+                f"config_keys names keys core does not know: {impossible}; config_keys chooses "
+                f"from {sorted(CORE_PROVIDER_KEYS)} — declare the provider's own keys in "
+                "config_model"
+            )
         unknown = [e for e in self.reasoning_efforts if e not in REASONING_EFFORTS]
         if unknown:
             problems.append(f"reasoning_efforts has unknown levels {unknown}")
