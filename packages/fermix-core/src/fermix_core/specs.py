@@ -150,6 +150,9 @@ class ProviderSpec(Spec):
     #: Environment variable that overrides the provider's API key (``None`` when keyless).
     env_var: str | None = None
     keyless: bool = False
+    #: ``False`` for an adapter that answers in process (no server to point at): a keyless
+    #: one then counts as configured once its block is written, with no ``base_url``.
+    needs_server: bool = True
     #: Profile in auth.json holding this provider's OAuth login (``auth_mode = "oauth"``).
     oauth_profile: str | None = None
     #: Environment variable that overrides ``base_url`` (Ollama's ``OLLAMA_BASE_URL``).
@@ -183,6 +186,11 @@ class ProviderSpec(Spec):
         unknown = [e for e in self.reasoning_efforts if e not in REASONING_EFFORTS]
         if unknown:
             problems.append(f"reasoning_efforts has unknown levels {unknown}")
+        if not self.needs_server and self.base_url_env:
+            problems.append(
+                "base_url_env is set but needs_server is False; an in-process provider has "
+                "no server URL to override"
+            )
         if self.reasoning_efforts and "reasoning_effort" not in self.config_keys:
             problems.append("reasoning_efforts is set but 'reasoning_effort' is not a config key")
         return problems
