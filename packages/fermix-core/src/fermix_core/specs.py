@@ -232,8 +232,10 @@ class ToolSpec(Spec):
     policy: PolicyClass = PolicyClass.READ_ONLY
     owner_only: bool = False
     read_only: bool = True
-    #: Deferred tools leave the provider wire and are reached through tool_search.
-    deferred: bool = False
+    #: Deferred tools leave the provider wire and are reached through tool_search (and stay
+    #: callable by name). ``None`` decides by origin: third-party tools are deferred,
+    #: first-party ones inline; ``True``/``False`` decide for this tool.
+    deferred: bool | None = None
     guidance: str = ""
     failure_modes: tuple[str, ...] = ()
     #: Optional ``[fermix_core.tools.<config_section>]`` owned by this tool.
@@ -258,6 +260,8 @@ class ToolSpec(Spec):
             problems.append("description is required (the model reads it)")
         if not isinstance(self.policy, PolicyClass):
             problems.append(f"policy must be a PolicyClass, not {self.policy!r}")
+        if self.deferred is not None and not isinstance(self.deferred, bool):
+            problems.append(f"deferred must be True, False or None, not {self.deferred!r}")
         if (self.config_section is None) != (self.config_model is None):
             problems.append("config_section and config_model go together")
         return problems
