@@ -131,6 +131,45 @@ async def test_reply_port_for_a_channel_that_is_not_running_says_so(tmp_path) ->
             fx.host.reply_port(42)
 
 
+async def test_a_port_over_an_adapter_object_renders_and_delivers_a_turn(tmp_path) -> None:
+    class Screen(Channel):
+        """An app's own surface: a Channel object it drives itself (no receive loop)."""
+
+        name = "screen"
+        dialect = "plain"
+
+        def __init__(self) -> None:
+            self.sent: list[OutboundMessage] = []
+
+        async def start(self, host) -> None:
+            pass
+
+        async def stop(self) -> None:
+            pass
+
+        async def send(self, message: OutboundMessage) -> SentMessage:
+            self.sent.append(message)
+            return SentMessage(message_id=str(len(self.sent)))
+
+    screen = Screen()
+    async with Fermix.open(
+        home=tmp_path / "home",
+        config=CONFIG,
+        environ={},
+        plugins=[("providers.fn", ModelPlugin())],
+        entry_points=False,
+    ) as fx:
+        port = fx.host.reply_port(screen)
+        message = InboundMessage(
+            channel="cli", chat_id="kiosk", sender_id="local", text="**bold** hi", local=True
+        )
+        outcome = await fx.host.ingest(message, port)
+        assert outcome.job is not None
+        with anyio.fail_after(GUARD):
+            await outcome.job.done.wait()
+    assert [(m.chat_id, m.text) for m in screen.sent] == [("kiosk", "model saw: bold hi")]
+
+
 async def test_a_runtime_started_without_a_service_has_no_gateway_or_tasks(fermix_home) -> None:
     from fermix_core.runtime import Runtime
 
@@ -221,8 +260,12 @@ async def test_channel_hosts_carry_the_same_facade_and_a_hook_aware_resolver(
     async with FermixService.running(runtime) as service, runtime.serving(service):
         channels = ChannelRuntime.from_runtime(runtime, service.gateway)
         async with channels.running():
+            service.channels = channels  # as the daemon does once channels run
             [channel] = VaultedChannel.instances
             with anyio.fail_after(GUARD):
                 await channel.started.wait()
+            await channels.wait_for("vaulted", "ready", timeout=GUARD)
+            port = runtime.service_host.reply_port("vaulted")
+            assert port is channels.slots["vaulted"].port
     assert channel.token == "from-the-vault"
     assert channel.service is runtime.service_host
