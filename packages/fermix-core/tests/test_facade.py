@@ -42,6 +42,17 @@ class ModelPlugin:
 CONFIG = {"fermix_core": {"providers": {"fn": {"primary": True}}}}
 
 
+def open_fermix(tmp_path, *plugins: tuple[str, Any]):
+    """An embedded Fermix on the in-process model plus *plugins*, nothing installed."""
+    return Fermix.open(
+        home=tmp_path / "home",
+        config=CONFIG,
+        environ={},
+        plugins=[("providers.fn", ModelPlugin()), *plugins],
+        entry_points=False,
+    )
+
+
 class Feeder:
     """A lifecycle-only plugin that feeds the gateway from a background task."""
 
@@ -96,13 +107,7 @@ class Feeder:
 async def test_a_startup_hook_feeds_the_gateway_from_a_supervised_task(tmp_path, caplog) -> None:
     feeder = Feeder()
     caplog.set_level(logging.ERROR, logger="fermix.plugins")
-    async with Fermix.open(
-        home=tmp_path / "home",
-        config=CONFIG,
-        environ={},
-        plugins=[("providers.fn", ModelPlugin()), ("apps.feeder", feeder)],
-        entry_points=False,
-    ) as fx:
+    async with open_fermix(tmp_path, ("apps.feeder", feeder)) as fx:
         with anyio.fail_after(GUARD):
             await feeder.answered.wait()
         assert [m.text for m in feeder.replies] == ["model saw: ping"]
@@ -118,13 +123,7 @@ async def test_a_startup_hook_feeds_the_gateway_from_a_supervised_task(tmp_path,
 
 
 async def test_reply_port_for_a_channel_that_is_not_running_says_so(tmp_path) -> None:
-    async with Fermix.open(
-        home=tmp_path / "home",
-        config=CONFIG,
-        environ={},
-        plugins=[("providers.fn", ModelPlugin())],
-        entry_points=False,
-    ) as fx:
+    async with open_fermix(tmp_path) as fx:
         with pytest.raises(ServiceUnavailable, match="'telegram' is not running"):
             fx.host.reply_port("telegram")
         with pytest.raises(TypeError, match="channel name"):
@@ -152,13 +151,7 @@ async def test_a_port_over_an_adapter_object_renders_and_delivers_a_turn(tmp_pat
             return SentMessage(message_id=str(len(self.sent)))
 
     screen = Screen()
-    async with Fermix.open(
-        home=tmp_path / "home",
-        config=CONFIG,
-        environ={},
-        plugins=[("providers.fn", ModelPlugin())],
-        entry_points=False,
-    ) as fx:
+    async with open_fermix(tmp_path) as fx:
         port = fx.host.reply_port(screen)
         message = InboundMessage(
             channel="cli", chat_id="kiosk", sender_id="local", text="**bold** hi", local=True
@@ -192,13 +185,7 @@ class Vault:
 
 async def test_the_facade_s_secret_resolver_consults_plugin_hooks(tmp_path) -> None:
     field = SecretField(("fermix_channels", "vaulted", "token"), "VAULTED_TOKEN", "@keyring")
-    async with Fermix.open(
-        home=tmp_path / "home",
-        config=CONFIG,
-        environ={},
-        plugins=[("providers.fn", ModelPlugin()), ("secrets.vault", Vault())],
-        entry_points=False,
-    ) as fx:
+    async with open_fermix(tmp_path, ("secrets.vault", Vault())) as fx:
         resolved = await anyio.to_thread.run_sync(fx.host.secrets.resolve, field)
     assert (resolved.value, resolved.source) == ("from-the-vault", "plugin")
 
