@@ -11,11 +11,11 @@ reach for, so the same tool behaves identically in a main turn, a subagent and a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -109,6 +109,17 @@ class ToolOutput(BaseModel):
     @classmethod
     def _coerce_content(cls, value: Any) -> Any:
         return coerce_parts(value)
+
+    if TYPE_CHECKING:
+        # What the validator accepts, so ``ToolOutput(content="text")`` type-checks in a
+        # plugin under mypy/pyright strict; at run time pydantic's own __init__ runs.
+        def __init__(
+            self,
+            *,
+            content: str | Part | Sequence[str | Part] = ...,
+            is_error: bool = False,
+            data: Mapping[str, Any] = ...,
+        ) -> None: ...
 
     @classmethod
     def error(cls, message: str, **data: Any) -> ToolOutput:

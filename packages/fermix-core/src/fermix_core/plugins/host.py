@@ -36,12 +36,21 @@ KNOWN_HOOKS = frozenset(
 
 
 def _hook_names(obj: Any) -> list[str]:
-    """Names of the functions on *obj* decorated with ``@hookimpl``."""
+    """Names of the functions on *obj* decorated with ``@hookimpl``, whatever their names.
+
+    Every attribute is looked at, not only ``fermix_*`` ones, so a marked function whose name
+    matches no hook (``weather_tools``) is reported instead of silently never called. The
+    lookup is static: a plugin object's properties are not run.
+    """
     names = []
     for attr in dir(obj):
-        if not attr.startswith("fermix_"):
+        if attr.startswith("__"):
             continue
-        value = getattr(obj, attr, None)
+        try:
+            value = inspect.getattr_static(obj, attr)
+        except AttributeError:
+            continue
+        value = getattr(value, "__func__", value)  # staticmethod / classmethod
         if getattr(value, f"{PROJECT}_impl", None) is not None:
             names.append(attr)
     return sorted(names)
@@ -131,7 +140,8 @@ class PluginHost:
         if unknown:
             hints = []
             for h in unknown:
-                close = difflib.get_close_matches(h, KNOWN_HOOKS, n=1)
+                guess = h if h.startswith("fermix_") else f"fermix_{h}"
+                close = difflib.get_close_matches(guess, KNOWN_HOOKS, n=1)
                 hints.append(f"{h!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             record.status = "failed"
             record.error = "implements unknown hook " + ", ".join(hints)
@@ -147,6 +157,13 @@ class PluginHost:
         record.module = obj
         record.hooks = hooks
         record.status = "loaded"
+        if not hooks:
+            record.warning = (
+                "implements no hook, so it adds nothing: decorate its functions with "
+                "@hookimpl (from fermix_core.hookspecs) and name them after a hook, e.g. "
+                "fermix_tools"
+            )
+            log.warning("plugin %s %s", record.source, record.warning)
 
     # ------------------------------------------------------------------ queries
 
