@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from fermix_core.facade import ServiceHost
 from fermix_core.home import FermixHome
 from fermix_core.runtime import Runtime
 from fermix_core.service import FermixService
@@ -46,6 +47,11 @@ class Fermix:
     @property
     def runtime(self) -> Runtime:
         return self.service.runtime
+
+    @property
+    def host(self) -> ServiceHost:
+        """The runtime facade plugins get (gateway ingest, reply ports, tasks, secrets)."""
+        return self.service.runtime.service_host
 
     @classmethod
     @asynccontextmanager
@@ -70,13 +76,12 @@ class Fermix:
             home, environ=environ, plugins=plugins, entry_points=entry_points, config=config
         )
         async with FermixService.running(runtime) as service:
-            await runtime.start()
             fx = cls(service)
             try:
-                yield fx
+                async with runtime.serving(service):
+                    yield fx
             finally:
                 fx.closed = True
-                await runtime.stop()
 
     async def ask(
         self, text: str, *, session: str = "default", cwd: str | Path | None = None

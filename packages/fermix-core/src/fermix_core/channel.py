@@ -311,6 +311,14 @@ class ChannelHost(Protocol):
     #: The runtime's shared HTTP client (an adapter may use its platform SDK instead).
     http: httpx.AsyncClient
     home: FermixHome
+    #: Resolves secrets of the channel's section (``"@keyring"``, env/command references),
+    #: consulting plugins' ``fermix_resolve_secret`` hooks: a
+    #: :class:`~fermix_core.secrets.SecretResolver`. Blocking: call ``resolve`` on a worker
+    #: thread (``anyio.to_thread.run_sync(host.secrets.resolve, field)``).
+    secrets: Any
+    #: The runtime facade lifecycle hooks get (:class:`~fermix_core.facade.ServiceHost`:
+    #: gateway ingest, reply ports, config, telemetry, tasks); ``None`` without a service.
+    service: Any
 
     async def deliver(self, message: InboundMessage) -> DeliveryResult:
         """Hand a normalized message to the gateway; returns once accepted.

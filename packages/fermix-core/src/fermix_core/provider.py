@@ -205,7 +205,9 @@ class ProviderSettings:
     (environment, keyring, command …), never a reference. ``http`` is the runtime's shared
     ``httpx.AsyncClient`` when there is one; an adapter given ``None`` creates and owns its
     own. ``auth_store`` is the :class:`~fermix_core.authfile.AuthStore` OAuth modes read
-    tokens from.
+    tokens from. ``options`` is the provider's own settings: its spec's ``config_model``
+    validated against the keys of ``[fermix_core.providers.<name>]`` that core does not own
+    (the model's defaults when the block sets none; ``None`` when the spec has no model).
     """
 
     name: str
@@ -218,6 +220,7 @@ class ProviderSettings:
     wire: str | None = None
     http: Any = field(default=None, repr=False, compare=False)
     auth_store: Any = field(default=None, repr=False, compare=False)
+    options: Any = field(default=None, compare=False)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

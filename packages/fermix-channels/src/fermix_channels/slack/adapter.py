@@ -211,10 +211,11 @@ class SlackChannel(Channel):
         if value is None or (isinstance(value, str) and value and value != "@keyring"):
             return value or None
         from fermix_core.config.secret import SecretField
-        from fermix_core.secrets import SecretResolver
+
+        from fermix_channels.secrets import resolve_field, resolver_of
 
         field = SecretField(("fermix_channels", "slack", key), env, value)
-        resolved = await anyio.to_thread.run_sync(SecretResolver().resolve, field)
+        resolved = await resolve_field(field, resolver_of(self.host))
         if resolved.value is None:
             raise ChannelError(
                 resolved.problem

@@ -226,7 +226,8 @@ class TelegramChannel(Channel):
         token = value if isinstance(value, str) and value != "@keyring" else ""
         if value is not None and not token:
             from fermix_core.config.secret import SecretField
-            from fermix_core.secrets import SecretResolver
+
+            from fermix_channels.secrets import resolve_field, resolver_of
 
             # Not overridable: the bot token never comes from TELEGRAM_BOT_TOKEN.
             field = SecretField(
@@ -235,7 +236,7 @@ class TelegramChannel(Channel):
                 value,
                 overridable=False,
             )
-            resolved = await anyio.to_thread.run_sync(SecretResolver().resolve, field)
+            resolved = await resolve_field(field, resolver_of(self.host))
             token = resolved.value or ""
             if not token:
                 raise ChannelError(

@@ -45,7 +45,7 @@ from fermix_core.channel import (
 from fermix_core.gateway.trust import TrustPolicy
 from fermix_core.transcription.inbound import withheld
 
-from fermix_channels.secrets import require_secret
+from fermix_channels.secrets import require_secret, resolver_of
 from fermix_channels.whatsapp.client import WINDOW_CLOSED, WhatsAppApi
 from fermix_channels.whatsapp.config import WhatsAppConfig
 from fermix_channels.whatsapp.parse import (
@@ -124,12 +124,23 @@ class WhatsAppChannel(Channel):
     async def start(self, host: ChannelHost) -> None:
         host.report("starting")
         config = self.config
+        resolver = resolver_of(host)
         try:
             token = await require_secret(
-                config, self.name, "access_token", "WHATSAPP_ACCESS_TOKEN", "replies need it"
+                config,
+                self.name,
+                "access_token",
+                "WHATSAPP_ACCESS_TOKEN",
+                "replies need it",
+                resolver=resolver,
             )
             self._app_secret = await require_secret(
-                config, self.name, "app_secret", "WHATSAPP_APP_SECRET", "webhooks are verified"
+                config,
+                self.name,
+                "app_secret",
+                "WHATSAPP_APP_SECRET",
+                "webhooks are verified",
+                resolver=resolver,
             )
             self._verify_token = await require_secret(
                 config,
@@ -137,6 +148,7 @@ class WhatsAppChannel(Channel):
                 "verify_token",
                 "WHATSAPP_VERIFY_TOKEN",
                 "Meta's webhook handshake needs it",
+                resolver=resolver,
             )
             if not config.phone_number_id:
                 raise ChannelError(

@@ -263,7 +263,23 @@ class RuntimeHost:
         self.config = slot.section
         self.http = runtime.http
         self.home = runtime.home
+        #: The runtime facade lifecycle hooks get (``None`` outside a running service).
+        self.service = runtime.service
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._secrets: Any = None
+
+    @property
+    def secrets(self) -> Any:
+        """A :class:`~fermix_core.secrets.SecretResolver` that consults plugins'
+        ``fermix_resolve_secret`` hooks; a fresh cache on every start of the adapter."""
+        if self._secrets is None:
+            if self.service is not None:
+                self._secrets = self.service.new_secret_resolver()
+            else:
+                from fermix_core.secrets import SecretResolver
+
+                self._secrets = SecretResolver()
+        return self._secrets
 
     @property
     def task_group(self) -> anyio.abc.TaskGroup:
@@ -380,8 +396,11 @@ class ChannelRuntime:
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         port_factory: PortFactory = default_port,
+        service: Any = None,
     ) -> None:
         self.specs = list(specs)
+        #: The :class:`~fermix_core.facade.ServiceHost` every adapter's host carries.
+        self.service = service
         self.config = config
         self.gateway = gateway
         self.home = home
@@ -411,6 +430,7 @@ class ChannelRuntime:
             home=runtime.home,
             sources={spec.name: registry.source_of(spec) for spec in specs},
             emit=runtime.emit,
+            service=getattr(runtime, "service_host", None),
             **kwargs,
         )
 
@@ -697,6 +717,7 @@ class ChannelRuntime:
         try:
             async with anyio.create_task_group() as tg:
                 host._task_group = tg
+                host._secrets = None  # every start resolves its credentials afresh
                 with anyio.move_on_after(self.start_timeout) as deadline:
                     await channel.start(host)
                 if deadline.cancelled_caught:

@@ -41,9 +41,9 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
     stop = anyio.Event()
     async with (
         FermixService.running(runtime, scheduler=True) as service,
+        runtime.serving(service) as failures,
         AsyncExitStack() as channels,
     ):
-        failures = await runtime.start()
         for plugin, error in failures:
             log.error("plugin %s failed to start: %s", plugin, error)
         # Channels start once the gateway is ready and stop before the plugins' shutdown.
@@ -74,7 +74,7 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
             service.available = False
             tg.cancel_scope.cancel()
         await channels.aclose()
-        await runtime.stop()
+        await runtime.stop()  # fermix_shutdown now; the plugins' tasks end with the block
     remove_pidfile(home.pid_file, os.getpid())
     return 0
 

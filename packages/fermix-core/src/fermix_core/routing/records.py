@@ -85,6 +85,8 @@ class ProviderState:
     #: Keys of that block as written in the file.
     file_keys: frozenset[str]
     flagged_primary: bool = False
+    #: The provider's own settings (its spec's ``config_model``), or ``None``.
+    options: Any = field(default=None, compare=False)
 
     @property
     def configured(self) -> bool:

@@ -74,9 +74,16 @@ class StubChannelHost:
         http: httpx.AsyncClient | None = None,
         on_deliver: Callable[[InboundMessage], Awaitable[Any]] | None = None,
         drop_senders: Iterable[str] = (),
+        secrets: Any = None,
+        service: Any = None,
     ) -> None:
         self.name = name
         self.config = config
+        #: The secret resolver adapters use (default: environment, then the stored form,
+        #: with no plugin hooks; pass one built with ``host=`` to test a resolver hook).
+        self._secrets = secrets
+        #: The runtime facade (``None``: this stub has no service behind it).
+        self.service = service
         self._home = home
         self._http = http
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -156,6 +163,14 @@ class StubChannelHost:
             self._entered("task_group")
         assert self._task_group is not None
         return self._task_group
+
+    @property
+    def secrets(self) -> Any:
+        if self._secrets is None:
+            from fermix_core.secrets import SecretResolver
+
+            self._secrets = SecretResolver()
+        return self._secrets
 
     @property
     def http(self) -> httpx.AsyncClient:
