@@ -119,6 +119,7 @@ class FermixService:
         one-shot caller has no job service, and the job tools tell it to start the daemon.
         """
         from fermix_core.agent import CapabilityRegistry
+        from fermix_core.agent.definition_cache import DefinitionCache
         from fermix_core.commands import CommandRouter
         from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
         from fermix_core.prompt import PromptComposer, reconcile_agent_name
@@ -135,7 +136,11 @@ class FermixService:
         reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
         service.store = await ConversationStore.open(runtime.home.memory_db)
         registry = runtime.registry
-        registry.check_tool_schemas()
+        if scheduler:
+            # The daemon reports tools dropped for an unusable schema (status, doctor). A
+            # one-shot caller builds only the tools its turn sends, and the capability
+            # registry leaves an unusable one off the wire all the same.
+            registry.check_tool_schemas()
         tool_specs = registry.typed(ToolSpec)
         tool_search = config.core.fermix_core.tools.tool_search.enabled
         from fermix_core.sandbox.command_tools import command_tool_specs
@@ -151,7 +156,13 @@ class FermixService:
             deferral=tool_search is not False,
             max_result_chars=config.core.fermix_core.tools.max_result_chars,
             timeout_seconds=config.core.fermix_core.tools.timeout_seconds,
+            definition_cache=DefinitionCache(runtime.home),
         )
+
+        async def save_definitions() -> None:
+            capabilities.definition_cache.save(set(capabilities.specs))
+
+        service._closers.append(save_definitions)
         caller, windows = service._build_caller()
         tracer = Tracer(runtime.home)
         skills = await service._open_skills(capabilities)
@@ -295,9 +306,8 @@ class FermixService:
 
     def _build_caller(self) -> tuple[Any, Any]:
         """The main-turn route chain, snapshotted now (restart to apply provider changes)."""
-        import httpx
-
         from fermix_core.authfile import AuthStore
+        from fermix_core.httpclient import runtime_client
         from fermix_core.routing import RoutingCaller, build_chain, resolve_routes
 
         runtime = self.runtime
@@ -315,7 +325,7 @@ class FermixService:
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
         # older than 15 s are discarded at checkout.
-        http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
+        http = runtime_client()
         chain = build_chain(
             plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
         )

@@ -189,6 +189,7 @@ FERMIX_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("traces", "Fermix's traces", "tree"),
     ("journals", "Fermix's run journals", "tree"),
     ("realtime", "the voice companion's state", "tree"),
+    ("cache", "Fermix's caches (tool definitions)", "tree"),
 )
 
 #: Operating-system trees. Denied in every mode; ``/`` itself is denied exactly (its
