@@ -122,6 +122,7 @@ class FermixService:
         from fermix_core.agent.definition_cache import DefinitionCache
         from fermix_core.commands import CommandRouter
         from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
+        from fermix_core.gateway.trust import LazyPolicies
         from fermix_core.prompt import PromptComposer, reconcile_agent_name
         from fermix_core.store import ConversationStore
         from fermix_core.traces import Tracer
@@ -252,18 +253,22 @@ class FermixService:
             )
             service._closers.append(service.jobs.aclose)
             runner.services["jobs"] = service.jobs.service
-        policies = {
-            CLI_CHANNEL: TrustPolicy(
-                owner_id=None, allowed_ids=(), command_allowlist=(), local=True
-            )
-        }
-        from fermix_core.channels.runtime import channel_section
+        channel_specs = registry.typed(ChannelSpec)
 
-        for name, spec in registry.typed(ChannelSpec).items():
+        def channel_policy(name: str) -> TrustPolicy:
             # Every registered channel gets a policy; a remote one without a section (or
             # with nobody in it) authorizes nobody, a local one (acp) authorizes its socket.
+            from fermix_core.channels.runtime import channel_section
+
+            spec = channel_specs[name]
             section = channel_section(spec, config)
-            policies[name] = TrustPolicy.from_section(section, local=not spec.remote, channel=name)
+            return TrustPolicy.from_section(section, local=not spec.remote, channel=name)
+
+        cli_policy = TrustPolicy(owner_id=None, allowed_ids=(), command_allowlist=(), local=True)
+        policies = LazyPolicies({CLI_CHANNEL: cli_policy}, channel_specs, channel_policy)
+        if scheduler:  # the daemon serves every channel: a bad section fails it at start
+            for name in policies:
+                policies[name]
         try:
             async with anyio.create_task_group() as tg, ConversationQueue(runner) as queue:
                 runner.queue = queue
@@ -299,7 +304,10 @@ class FermixService:
         from fermix_core.skills import SkillRegistry, default_roots
 
         roots = default_roots(self.runtime.home, self.runtime.registry)
-        skills = SkillRegistry(roots, reserved=capabilities.specs)
+        from fermix_core.derived_cache import DerivedCache
+
+        front_cache = DerivedCache(self.runtime.home, "skill-front-matter.json", 1)
+        skills = SkillRegistry(roots, reserved=capabilities.specs, front_cache=front_cache)
         await anyio.to_thread.run_sync(skills.load)
         self.skills = skills
         return skills

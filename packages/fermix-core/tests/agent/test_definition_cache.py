@@ -130,7 +130,7 @@ def test_a_callable_factory_is_never_cached(package: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "content", ["not json", json.dumps({"format": 99, "tools": {}}), json.dumps([1, 2])]
+    "content", ["not json", json.dumps({"format": 99, "entries": {}}), json.dumps([1, 2])]
 )
 def test_an_unreadable_cache_is_ignored_and_rewritten(
     package: Path, tmp_path: Path, content: str
@@ -140,7 +140,7 @@ def test_an_unreadable_cache_is_ignored_and_rewritten(
     (home.cache / dc.FILE_NAME).write_text(content)
     assert "city" in wire(home)["weather"]["properties"]
     data = json.loads((home.cache / dc.FILE_NAME).read_text())
-    assert data["format"] == dc.FORMAT and "weather" in data["tools"]
+    assert data["format"] == dc.FORMAT and "weather" in data["entries"]
 
 
 def test_a_tampered_entry_with_the_right_key_but_a_bad_shape_is_rebuilt(
@@ -150,7 +150,7 @@ def test_a_tampered_entry_with_the_right_key_but_a_bad_shape_is_rebuilt(
     wire(home)
     path = home.cache / dc.FILE_NAME
     data = json.loads(path.read_text())
-    data["tools"]["weather"]["definition"] = {"name": "not a valid name!"}
+    data["entries"]["weather"]["value"] = {"name": "not a valid name!"}
     path.write_text(json.dumps(data))
     new_process(monkeypatch)
     assert "city" in wire(home)["weather"]["properties"]

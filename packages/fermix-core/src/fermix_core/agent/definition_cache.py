@@ -24,19 +24,15 @@ Only tools built from specs go through here; run-time tools (MCP) never do.
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fermix_core.messages import ToolDefinition
 from fermix_core.specs import ToolSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from fermix_core.home import FermixHome
-
-log = logging.getLogger("fermix.agent.definitions")
 
 FORMAT = 1
 FILE_NAME = "tool-definitions.json"
@@ -130,64 +126,32 @@ def spec_key(spec: ToolSpec) -> str | None:
 class DefinitionCache:
     """The on-disk cache of spec-built tool definitions for one ``FERMIX_HOME``.
 
-    Read once when first consulted; :meth:`save` writes it back (atomically, 0600) when an
-    entry was added or replaced. Entries of tools no longer registered are dropped on save.
+    Read once when first consulted; :meth:`save` writes it back when an entry was added or
+    replaced, dropping tools that are no longer registered.
     """
 
     def __init__(self, home: FermixHome) -> None:
-        self.home = home
-        self.path = home.cache / FILE_NAME
-        self._entries: dict[str, dict[str, Any]] | None = None
-        self._dirty = False
+        from fermix_core.derived_cache import DerivedCache
 
-    def _load(self) -> dict[str, dict[str, Any]]:
-        if self._entries is None:
-            entries: dict[str, dict[str, Any]] = {}
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                if isinstance(data, dict) and data.get("format") == FORMAT:
-                    tools = data.get("tools")
-                    if isinstance(tools, dict):
-                        entries = {k: v for k, v in tools.items() if isinstance(v, dict)}
-            except (OSError, ValueError):
-                pass
-            self._entries = entries
-        return self._entries
+        self._cache = DerivedCache(home, FILE_NAME, FORMAT)
+        self.path = self._cache.path
 
     def get(self, spec: ToolSpec) -> ToolDefinition | None:
         """The cached definition of *spec*, if its key still matches."""
         key = spec_key(spec)
-        if key is None:
-            return None
-        entry = self._load().get(spec.name)
-        if entry is None or entry.get("key") != key:
+        stored = self._cache.get(spec.name, key) if key is not None else None
+        if stored is None:
             return None
         try:
-            return ToolDefinition.model_validate(entry.get("definition"))
+            return ToolDefinition.model_validate(stored)
         except ValueError:
             return None
 
     def put(self, spec: ToolSpec, definition: ToolDefinition) -> None:
         key = spec_key(spec)
-        if key is None:
-            return
-        self._load()[spec.name] = {"key": key, "definition": definition.model_dump(mode="json")}
-        self._dirty = True
+        if key is not None:
+            self._cache.put(spec.name, key, definition.model_dump(mode="json"))
 
     def save(self, registered: set[str] | None = None) -> None:
         """Write the cache if it changed; *registered* names the tools to keep."""
-        if not self._dirty:
-            return
-        from fermix_core.fsutil import atomic_write
-
-        entries = self._load()
-        if registered is not None:
-            entries = {name: e for name, e in entries.items() if name in registered}
-        payload = json.dumps({"format": FORMAT, "tools": entries}, sort_keys=True)
-        try:
-            self.home.ensure_dir("cache")
-            atomic_write(self.path, payload)
-        except OSError as exc:
-            log.debug("tool definition cache not written to %s: %s", self.path, exc)
-            return
-        self._dirty = False
+        self._cache.save(registered)
