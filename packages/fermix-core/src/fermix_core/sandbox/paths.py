@@ -179,6 +179,7 @@ FERMIX_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("daemon.pid", "the daemon's pid file", "exact"),
     ("realtime.sock", "the voice companion socket", "exact"),
     ("acp.sock", "the ACP socket", "exact"),
+    ("setup-answers.json", "answers of an unfinished `fermix setup`", "exact"),
     ("grants", "Fermix's directory grants", "tree"),
     ("bootstrap", "Fermix's prompt files (identity, soul, rules)", "tree"),
     ("memory", "Fermix's memory profiles", "tree"),
