@@ -34,6 +34,7 @@ LAYOUT_DIRS: tuple[str, ...] = (
     "traces",
     "logs",
     "grants",
+    "cache",
 )
 
 PRIVATE_DIR_MODE = 0o700
@@ -156,6 +157,11 @@ class FermixHome:
     @property
     def grants(self) -> Path:
         return self.path / "grants"
+
+    @property
+    def cache(self) -> Path:
+        """Derived data a process may rebuild at any time (tool definitions)."""
+        return self.path / "cache"
 
     # ------------------------------------------------------------------ creating
 

@@ -121,8 +121,10 @@ class FermixService:
         one-shot caller has no job service, and the job tools tell it to start the daemon.
         """
         from fermix_core.agent import CapabilityRegistry
+        from fermix_core.agent.definition_cache import DefinitionCache
         from fermix_core.commands import CommandRouter
         from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
+        from fermix_core.gateway.trust import LazyPolicies
         from fermix_core.prompt import PromptComposer, reconcile_agent_name
         from fermix_core.store import ConversationStore
         from fermix_core.traces import Tracer
@@ -137,7 +139,11 @@ class FermixService:
         reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
         service.store = await ConversationStore.open(runtime.home.memory_db)
         registry = runtime.registry
-        registry.check_tool_schemas()
+        if scheduler:
+            # The daemon reports tools dropped for an unusable schema (status, doctor). A
+            # one-shot caller builds only the tools its turn sends, and the capability
+            # registry leaves an unusable one off the wire all the same.
+            registry.check_tool_schemas()
         tool_specs = registry.typed(ToolSpec)
         tool_search = config.core.fermix_core.tools.tool_search.enabled
         from fermix_core.sandbox.command_tools import command_tool_specs
@@ -153,7 +159,13 @@ class FermixService:
             deferral=tool_search is not False,
             max_result_chars=config.core.fermix_core.tools.max_result_chars,
             timeout_seconds=config.core.fermix_core.tools.timeout_seconds,
+            definition_cache=DefinitionCache(runtime.home),
         )
+
+        async def save_definitions() -> None:
+            capabilities.definition_cache.save(set(capabilities.specs))
+
+        service._closers.append(save_definitions)
         caller, windows = service._build_caller()
         tracer = Tracer(runtime.home)
         skills = await service._open_skills(capabilities)
@@ -249,18 +261,22 @@ class FermixService:
             )
             service._closers.append(service.jobs.aclose)
             runner.services["jobs"] = service.jobs.service
-        policies = {
-            CLI_CHANNEL: TrustPolicy(
-                owner_id=None, allowed_ids=(), command_allowlist=(), local=True
-            )
-        }
-        from fermix_core.channels.runtime import channel_section
+        channel_specs = registry.typed(ChannelSpec)
 
-        for name, spec in registry.typed(ChannelSpec).items():
+        def channel_policy(name: str) -> TrustPolicy:
             # Every registered channel gets a policy; a remote one without a section (or
             # with nobody in it) authorizes nobody, a local one (acp) authorizes its socket.
+            from fermix_core.channels.runtime import channel_section
+
+            spec = channel_specs[name]
             section = channel_section(spec, config)
-            policies[name] = TrustPolicy.from_section(section, local=not spec.remote, channel=name)
+            return TrustPolicy.from_section(section, local=not spec.remote, channel=name)
+
+        cli_policy = TrustPolicy(owner_id=None, allowed_ids=(), command_allowlist=(), local=True)
+        policies = LazyPolicies({CLI_CHANNEL: cli_policy}, channel_specs, channel_policy)
+        if scheduler:  # the daemon serves every channel: a bad section fails it at start
+            for name in policies:
+                policies[name]
         from fermix_core.authfile import AuthStore
         from fermix_core.transcription.engine import Transcriber
 
@@ -309,16 +325,18 @@ class FermixService:
         from fermix_core.skills import SkillRegistry, default_roots
 
         roots = default_roots(self.runtime.home, self.runtime.registry)
-        skills = SkillRegistry(roots, reserved=capabilities.specs)
+        from fermix_core.derived_cache import DerivedCache
+
+        front_cache = DerivedCache(self.runtime.home, "skill-front-matter.json", 1)
+        skills = SkillRegistry(roots, reserved=capabilities.specs, front_cache=front_cache)
         await anyio.to_thread.run_sync(skills.load)
         self.skills = skills
         return skills
 
     def _build_caller(self) -> tuple[Any, Any]:
         """The main-turn route chain, snapshotted now (restart to apply provider changes)."""
-        import httpx
-
         from fermix_core.authfile import AuthStore
+        from fermix_core.httpclient import runtime_client
         from fermix_core.routing import RoutingCaller, build_chain, resolve_routes
 
         runtime = self.runtime
@@ -336,7 +354,7 @@ class FermixService:
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
         # older than 15 s are discarded at checkout.
-        http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
+        http = runtime_client()
         chain = build_chain(
             plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
         )

@@ -32,7 +32,7 @@ from fermix_core.channel import InboundMessage
 from fermix_core.commands.router import CommandRouter
 from fermix_core.gateway.queue import ConversationQueue, QueueClosedError
 from fermix_core.gateway.reply import try_reply_text
-from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.gateway.trust import LazyPolicies, TrustPolicy
 from fermix_core.gateway.types import (
     CommandServices,
     IngestOutcome,
@@ -76,7 +76,8 @@ class Gateway:
         agent_available: Callable[[], bool] = lambda: True,
         transcriber: Any = None,
     ) -> None:
-        self.policies = dict(policies)
+        # A LazyPolicies builds each channel's policy on first use; anything else is copied.
+        self.policies = policies if isinstance(policies, LazyPolicies) else dict(policies)
         self.commands = commands
         self.queue = queue
         self.services = services
