@@ -34,6 +34,7 @@ LAYOUT_DIRS: tuple[str, ...] = (
     "traces",
     "logs",
     "grants",
+    "media",
 )
 
 PRIVATE_DIR_MODE = 0o700
@@ -156,6 +157,11 @@ class FermixHome:
     @property
     def grants(self) -> Path:
         return self.path / "grants"
+
+    @property
+    def media(self) -> Path:
+        """Inbound media kept for history (``media/images/<sha256>.<ext>``)."""
+        return self.path / "media"
 
     # ------------------------------------------------------------------ creating
 

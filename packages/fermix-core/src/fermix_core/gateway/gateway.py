@@ -6,9 +6,10 @@ The seven steps run in a fixed order, and the order is the point:
 2. authorize — owner → operator, allowlisted → guest, anyone else is dropped without a
    reply and *before* any media work, so a stranger cannot make Fermix download or
    transcribe anything (``channel.message`` is emitted only past this point);
-3. media — images pass through as attachments for the turn runner; audio needs a
-   transcription backend, which this version does not have yet, so the sender is told so
-   and no turn is scheduled;
+3. media — images are capped, checked and stored as files by
+   :class:`fermix_core.media.images.ImageIntake` (a refused image is answered, no turn);
+   audio needs a transcription backend, which this version does not have yet, so the
+   sender is told so and no turn is scheduled;
 4. reply port — the caller's port, whose features decide e.g. whether ``/`` is a command;
 5. slash commands — pre-agent, role-gated; an unknown ``/word`` is ordinary text;
 6. queue — one FIFO turn per conversation (``ConversationQueue.submit`` returns at once,
@@ -80,6 +81,7 @@ class Gateway:
         services: CommandServices,
         emit: Callable[..., object],
         agent_available: Callable[[], bool] = lambda: True,
+        images: Any = None,
     ) -> None:
         self.policies = dict(policies)
         self.commands = commands
@@ -87,6 +89,10 @@ class Gateway:
         self.services = services
         self._emit_fn = emit
         self._agent_available = agent_available
+        #: The image step: an :class:`~fermix_core.media.images.ImageIntake` or a zero-argument
+        #: factory for one (built on the first attachment, so a text-only process never
+        #: imports it); ``None`` passes images through untouched (bare unit-test gateways).
+        self.images = images
 
     def policy_for(self, channel: str) -> TrustPolicy | None:
         return self.policies.get(channel)
@@ -146,6 +152,14 @@ class Gateway:
         if any(needs_transcription(a) for a in message.attachments):
             await try_reply_text(reply, message, VOICE_NEEDS_TRANSCRIPTION_REPLY)
             return IngestOutcome(IngestStatus.MEDIA_REFUSED, trust=trust)
+        if message.attachments and self.images is not None:
+            if not callable(getattr(self.images, "admit", None)):
+                self.images = self.images()
+            admitted = await self.images.admit(message, reply)
+            if isinstance(admitted, str):
+                await try_reply_text(reply, message, admitted)
+                return IngestOutcome(IngestStatus.MEDIA_REFUSED, trust=trust)
+            message = admitted
 
         # 4. reply port: its features decide what the rest of the pipeline may do
         turn_cwd = cwd if (policy.local and trust is Trust.OPERATOR) else None

@@ -36,6 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from fermix_core.media.limits import MB, ImageLimits
 from fermix_core.messages import Turn
 from fermix_core.provider import (
     ChatRequest,
@@ -309,6 +310,12 @@ class AnthropicProvider(HttpProvider):
     buffered_timeouts: ClassVar[Timeouts] = Timeouts(read=300.0)
     #: Streamed calls: the longest silence between chunks (the server pings meanwhile).
     stream_timeouts: ClassVar[Timeouts] = Timeouts(read=120.0)
+    #: Anthropic's vision docs: a base64 image may be 5 MB (three quarters of that raw),
+    #: and anything past 1568 px on the long edge is scaled down server-side anyway (a
+    #: many-image request refuses more than 2000 px outright).
+    image_limits: ClassVar[ImageLimits | None] = ImageLimits(
+        max_long_edge=1568, max_bytes=5 * MB * 3 // 4
+    )
 
     def __init__(self, spec: ProviderSpec, settings: ProviderSettings) -> None:
         super().__init__(spec, settings)
@@ -394,6 +401,7 @@ class AnthropicProvider(HttpProvider):
     # ------------------------------------------------------------------ calls
 
     async def chat(self, request: ChatRequest) -> Turn:
+        request = await self.prepare_images(request)
         refused = self.unsupported_images(request)
         if refused is not None:
             raise refused

@@ -14,6 +14,8 @@ import hashlib
 import re
 from typing import ClassVar
 
+from fermix_core.media.limits import MB, ImageLimits
+
 from fermix_providers.wires.chat_completions import ChatCompletionsProvider
 
 __all__ = ["MistralProvider", "mistral_call_id"]
@@ -37,6 +39,8 @@ def mistral_call_id(call_id: str) -> str:
 class MistralProvider(ChatCompletionsProvider):
     sends_effort: ClassVar[bool] = False
     stream_usage_option: ClassVar[bool] = False
+    #: Mistral's vision docs: at most 10 MB per image.
+    image_limits: ClassVar[ImageLimits | None] = ImageLimits(max_long_edge=2048, max_bytes=10 * MB)
 
     def wire_call_id(self, call_id: str) -> str:
         return mistral_call_id(call_id)

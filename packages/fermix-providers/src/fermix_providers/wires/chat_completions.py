@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from fermix_core.media.limits import MB, ImageLimits
 from fermix_core.messages import (
     ImagePart,
     Message,
@@ -165,6 +166,9 @@ class ChatCompletionsProvider(HttpProvider):
     #: Ask for usage in the last stream chunk. Servers that reject unknown keys (Mistral)
     #: and send usage unasked turn this off.
     stream_usage_option: ClassVar[bool] = True
+    #: OpenAI's vision guide: "high" detail fits the image into 2048 x 2048, so a larger
+    #: long edge only costs upload time; files up to 20 MB, PNG/JPEG/WebP/non-animated GIF.
+    image_limits: ClassVar[ImageLimits | None] = ImageLimits(max_long_edge=2048, max_bytes=20 * MB)
     #: Whether an image given by URL may be passed through; otherwise only inline bytes.
     accepts_image_urls: ClassVar[bool] = True
 
@@ -177,6 +181,7 @@ class ChatCompletionsProvider(HttpProvider):
     # ------------------------------------------------------------------ entry point
 
     async def chat(self, request: ChatRequest) -> Turn:
+        request = await self.prepare_images(request)
         refused = self.unsupported_images(request)
         if refused is not None:
             raise refused
