@@ -37,6 +37,8 @@ def post(body: bytes, headers: dict[str, str] | None = None) -> WebhookRequest:
 
 
 async def running(graph: Any, **overrides: Any) -> tuple[WhatsAppChannel, StubChannelHost]:
+    # Album merging is tested in test_whatsapp_albums.py; here each image is its own turn.
+    overrides.setdefault("album_debounce_ms", 0)
     channel = WhatsAppChannel(whatsapp_config(graph, **overrides))
     host = StubChannelHost("whatsapp", config=channel.config)
     await host.__aenter__()

@@ -340,6 +340,15 @@ class ChannelHost(Protocol):
         """
         ...
 
+    async def remember(self, platform_id: str) -> None:
+        """Record *platform_id* as delivered without delivering anything.
+
+        For platform messages merged into one delivered message (WhatsApp's per-image
+        webhooks of one album): the merged message carries the first part's id, and each
+        other part is remembered so its redelivery is a duplicate, never a turn.
+        """
+        ...
+
     def report(self, state: str, error: str | None = None) -> None:
         """Report this channel's health: one of :data:`HEALTH_STATES`."""
         ...
