@@ -222,6 +222,8 @@ class ProviderSettings:
     http: Any = field(default=None, repr=False, compare=False)
     auth_store: Any = field(default=None, repr=False, compare=False)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Models the operator declared vision-capable (``vision_models``), beyond the catalog.
+    vision_models: tuple[str, ...] = ()
 
 
 class Provider(ABC):

@@ -139,7 +139,9 @@ class ProviderSpec(Spec):
     #: Environment variable that overrides ``base_url`` (Ollama's ``OLLAMA_BASE_URL``).
     base_url_env: str | None = None
     #: Keys accepted in ``[fermix_core.providers.<name>]``; anything else fails at load.
-    config_keys: frozenset[str] = frozenset({"primary", "default_model", "base_url", "api_key"})
+    config_keys: frozenset[str] = frozenset(
+        {"primary", "default_model", "base_url", "api_key", "vision_models"}
+    )
     #: Accepted reasoning efforts, lowest first; empty means the provider takes none.
     reasoning_efforts: tuple[str, ...] = ()
     default_model: str | None = None

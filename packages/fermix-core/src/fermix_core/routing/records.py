@@ -85,6 +85,8 @@ class ProviderState:
     #: Keys of that block as written in the file.
     file_keys: frozenset[str]
     flagged_primary: bool = False
+    #: ``vision_models`` of the block: models that read images beyond the catalog's.
+    vision_models: tuple[str, ...] = ()
 
     @property
     def configured(self) -> bool:

@@ -170,6 +170,7 @@ def survey(
             in_file=written is not None,
             file_keys=frozenset(written) if written is not None else frozenset(),
             flagged_primary=bool(block.primary) if block else False,
+            vision_models=tuple(block.vision_models) if block else (),
         )
     return states
 
@@ -202,6 +203,7 @@ def make_route(
         wire=state.wire,
         http=http,
         auth_store=auth_store,
+        vision_models=state.vision_models,
     )
     return Route(
         name=state.name,

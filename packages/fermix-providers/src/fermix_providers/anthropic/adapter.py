@@ -342,6 +342,8 @@ class AnthropicProvider(HttpProvider):
 
     def vision(self, model: str | None = None) -> bool:
         """Every Claude model reads images; the catalog decides for the models it lists."""
+        if self.model_id(model) in self.settings.vision_models:
+            return True
         info = self.model_info(model)
         if info is not None:
             return info.vision
