@@ -119,6 +119,8 @@ def is_image(attachment: Attachment) -> bool:
 
 
 def _mb(size: int) -> str:
+    if size < MB:
+        return f"{max(1, size // 1024)} KB"
     value = size / MB
     return f"{value:.0f} MB" if value >= 10 or value == int(value) else f"{value:.1f} MB"
 
@@ -372,7 +374,7 @@ def _encode(image: Any, png: bool) -> tuple[bytes, str]:
     if png:
         if image.mode not in ("RGB", "RGBA", "L", "LA", "P"):
             image = image.convert("RGBA")
-        image.save(buffer, format="PNG", optimize=True)
+        image.save(buffer, format="PNG")
         return buffer.getvalue(), "image/png"
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         from PIL import Image
