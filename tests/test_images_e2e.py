@@ -127,12 +127,14 @@ async def test_embedding_images_as_bytes_and_bad_paths(fermix_home, tmp_path) ->
         config = config_for("ollama", f"{server.url}/v1", "gemma3")
         async with Fermix.open(fermix_home, config=config, entry_points=True) as fx:
             outcome = await fx.ask("", session="bytes", images=[small.read_bytes()])
+            refused = await fx.ask("and this?", session="bytes", images=[b"%PDF-1.7 no"])
             with pytest.raises(ImageError, match="does not exist"):
                 await fx.ask("x", images=[tmp_path / "missing.png"])
             (tmp_path / "notes.txt").write_text("not a picture")
             with pytest.raises(ImageError, match="does not look like a picture"):
                 await fx.ask("x", images=[tmp_path / "notes.txt"])
     assert outcome.text == "parts: image_url"  # a captionless image is a turn
+    assert refused.status == "media_refused" and "does not look like a picture" in refused.text
     assert len(server.requests) == 1  # the refused ones never reached the model
 
 
