@@ -38,6 +38,7 @@ BENCHMARKS = [
     "subagents",
     "acp",
     "mcp",
+    "images",
 ]
 
 
