@@ -98,7 +98,7 @@ async def test_chat_completions_sends_a_downscaled_data_url(tmp_path) -> None:
     prefix, _, data = url.partition(",")
     assert prefix == "data:image/jpeg;base64"
     image = decoded(data)
-    assert max(image.size) == OllamaProvider.image_limits.max_long_edge  # 3000 -> 2048
+    assert max(image.size) == OllamaProvider.image_max_edge == 2048  # from 3000
     assert image.size[0] / image.size[1] == pytest.approx(1.5, rel=0.01)
 
 

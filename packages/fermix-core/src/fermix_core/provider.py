@@ -239,9 +239,15 @@ class Provider(ABC):
     supports_streaming: bool = False
     #: The adapter counts response chunks, so it can prove a failure was pre-response.
     counts_chunks: bool = False
-    #: The largest image the wire takes; :meth:`prepare_images` downscales to it.
-    #: ``None`` means :data:`fermix_core.media.limits.DEFAULT_IMAGE_LIMITS`.
-    image_limits: ClassVar[ImageLimits | None] = None
+    #: The largest image the wire takes, as plain numbers so declaring them imports
+    #: nothing (adapters load on the cold ``fermix ask`` path): the long edge in pixels, the
+    #: raw bytes per image (three quarters of a cap that is on the base64 text) and the
+    #: formats sent. :meth:`prepare_images` downscales and re-encodes to them.
+    image_max_edge: ClassVar[int] = 2048
+    image_max_bytes: ClassVar[int] = 20 * 1024 * 1024
+    image_types: ClassVar[frozenset[str]] = frozenset(
+        {"image/png", "image/jpeg", "image/gif", "image/webp"}
+    )
 
     @abstractmethod
     async def chat(self, request: ChatRequest) -> Turn:
@@ -270,6 +276,18 @@ class Provider(ABC):
                 provider=self.name or None,
             )
         return None
+
+    @property
+    def image_limits(self) -> ImageLimits:
+        """:attr:`image_max_edge`, :attr:`image_max_bytes` and :attr:`image_types` as one
+        :class:`~fermix_core.media.limits.ImageLimits`."""
+        from fermix_core.media.limits import ImageLimits
+
+        return ImageLimits(
+            max_long_edge=self.image_max_edge,
+            max_bytes=self.image_max_bytes,
+            media_types=frozenset(self.image_types),
+        )
 
     async def prepare_images(self, request: ChatRequest) -> ChatRequest:
         """*request* with its images ready for this wire; call it before encoding.

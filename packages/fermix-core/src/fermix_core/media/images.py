@@ -536,6 +536,8 @@ async def prepare_request(provider: Provider, request: ChatRequest) -> ChatReque
         return request.model_copy(update={"messages": messages})
     import anyio.to_thread
 
-    limits = getattr(provider, "image_limits", None) or DEFAULT_IMAGE_LIMITS
+    limits = getattr(provider, "image_limits", None)
+    if not isinstance(limits, ImageLimits):
+        limits = DEFAULT_IMAGE_LIMITS
     fitted = await anyio.to_thread.run_sync(_fit_all, messages, limits)
     return request.model_copy(update={"messages": fitted})

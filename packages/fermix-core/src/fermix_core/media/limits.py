@@ -1,8 +1,9 @@
-"""What a provider accepts per image, declared on the provider side and read by the fitter.
+"""What a provider accepts per image, as one record the fitter reads.
 
-Kept apart from :mod:`fermix_core.media.images` so a provider adapter can declare its
-limits at import time without importing anything but :mod:`dataclasses`: adapter modules
-load on the cold ``fermix ask`` path.
+Providers declare the numbers as plain class attributes (``Provider.image_max_edge``,
+``image_max_bytes``, ``image_types``) so that adapter modules, which load on the cold
+``fermix ask`` path, import nothing of this package; ``Provider.image_limits`` builds the
+record when an image is actually fitted.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from fermix_core.media.limits import MB, ImageLimits
 from fermix_core.messages import Turn
 from fermix_core.provider import (
     ChatRequest,
@@ -313,9 +312,8 @@ class AnthropicProvider(HttpProvider):
     #: Anthropic's vision docs: a base64 image may be 5 MB (three quarters of that raw),
     #: and anything past 1568 px on the long edge is scaled down server-side anyway (a
     #: many-image request refuses more than 2000 px outright).
-    image_limits: ClassVar[ImageLimits | None] = ImageLimits(
-        max_long_edge=1568, max_bytes=5 * MB * 3 // 4
-    )
+    image_max_edge: ClassVar[int] = 1568
+    image_max_bytes: ClassVar[int] = 5 * 1024 * 1024 * 3 // 4
 
     def __init__(self, spec: ProviderSpec, settings: ProviderSettings) -> None:
         super().__init__(spec, settings)

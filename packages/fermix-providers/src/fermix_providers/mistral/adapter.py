@@ -14,8 +14,6 @@ import hashlib
 import re
 from typing import ClassVar
 
-from fermix_core.media.limits import MB, ImageLimits
-
 from fermix_providers.wires.chat_completions import ChatCompletionsProvider
 
 __all__ = ["MistralProvider", "mistral_call_id"]
@@ -40,7 +38,7 @@ class MistralProvider(ChatCompletionsProvider):
     sends_effort: ClassVar[bool] = False
     stream_usage_option: ClassVar[bool] = False
     #: Mistral's vision docs: at most 10 MB per image.
-    image_limits: ClassVar[ImageLimits | None] = ImageLimits(max_long_edge=2048, max_bytes=10 * MB)
+    image_max_bytes: ClassVar[int] = 10 * 1024 * 1024
 
     def wire_call_id(self, call_id: str) -> str:
         return mistral_call_id(call_id)

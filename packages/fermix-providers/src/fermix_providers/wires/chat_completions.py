@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from fermix_core.media.limits import MB, ImageLimits
 from fermix_core.messages import (
     ImagePart,
     Message,
@@ -168,7 +167,8 @@ class ChatCompletionsProvider(HttpProvider):
     stream_usage_option: ClassVar[bool] = True
     #: OpenAI's vision guide: "high" detail fits the image into 2048 x 2048, so a larger
     #: long edge only costs upload time; files up to 20 MB, PNG/JPEG/WebP/non-animated GIF.
-    image_limits: ClassVar[ImageLimits | None] = ImageLimits(max_long_edge=2048, max_bytes=20 * MB)
+    image_max_edge: ClassVar[int] = 2048
+    image_max_bytes: ClassVar[int] = 20 * 1024 * 1024
     #: Whether an image given by URL may be passed through; otherwise only inline bytes.
     accepts_image_urls: ClassVar[bool] = True
 

@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
-from fermix_core.media.limits import MB, ImageLimits
 from fermix_core.messages import ImagePart, Message, TextPart, ToolCall, ToolDefinition, Turn, Usage
 from fermix_core.provider import (
     ChatRequest,
@@ -670,7 +669,8 @@ class ResponsesProvider(HttpProvider):
     """The Responses adapter; subclasses set the dialect through the attributes and hooks."""
 
     #: As Chat Completions: OpenAI fits "high" detail into 2048 x 2048; 20 MB per file.
-    image_limits: ClassVar[ImageLimits | None] = ImageLimits(max_long_edge=2048, max_bytes=20 * MB)
+    image_max_edge: ClassVar[int] = 2048
+    image_max_bytes: ClassVar[int] = 20 * 1024 * 1024
 
     supports_streaming = True
     #: Appended to ``base_url``.

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from fermix_core.media.limits import MB, ImageLimits
 from fermix_core.messages import Turn
 from fermix_core.provider import ChatRequest, ErrorKind, ProviderError, ProviderSettings
 from fermix_core.specs import ProviderSpec
@@ -53,11 +52,7 @@ class XAIProvider(ResponsesProvider):
 
     system_role = "system"
     #: xAI's image-understanding docs: JPEG or PNG only, at most 20 MiB per image.
-    image_limits: ClassVar[ImageLimits | None] = ImageLimits(
-        max_long_edge=2048,
-        max_bytes=20 * MB,
-        media_types=frozenset({"image/jpeg", "image/png"}),
-    )
+    image_types: ClassVar[frozenset[str]] = frozenset({"image/jpeg", "image/png"})
 
     def __init__(self, spec: ProviderSpec, settings: ProviderSettings) -> None:
         super().__init__(spec, settings)
