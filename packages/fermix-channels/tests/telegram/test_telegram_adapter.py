@@ -207,6 +207,20 @@ async def test_oversized_media_is_refused_before_download(fake, running) -> None
     assert "a.iso is over 20 MB" in host.deliveries[0].text
 
 
+async def test_an_oversized_photo_is_withheld_for_the_gateway_to_refuse(fake, running) -> None:
+    size = MAX_INBOUND_FILE + 1
+    async with running() as (_, host):
+        fake.message(
+            None, photo=[{"file_id": "BIG", "width": 9000, "height": 9000, "file_size": size}]
+        )
+        await host.wait_for_deliveries(1)
+    assert not fake.calls_to("getFile")
+    (message,) = host.deliveries
+    (attachment,) = message.attachments
+    assert attachment.withheld and attachment.kind == "image" and attachment.size == size
+    assert message.text == ""  # no note: the gateway answers the sender naming the cap
+
+
 async def test_send_html_silent_thread_reply(fake, running) -> None:
     inbound = fake.message("q")["message"]
     async with running() as (channel, _):
