@@ -212,3 +212,23 @@ def test_fermix_ask_image_end_to_end(cli_env, tmp_path) -> None:
     assert wrong.returncode == 2 and "does not look like a picture" in wrong.stderr
     assert typer_path.returncode == 2 and "does not look like a picture" in typer_path.stderr
     assert len(server.requests) == 1  # nothing was sent for the refused files
+
+
+def test_fermix_ask_image_through_a_running_daemon(cli_env, tmp_path) -> None:
+    picture = tmp_path / "chart.png"
+    Image.new("RGB", (120, 80), (250, 200, 0)).save(picture)
+    with ThreadedLoopback(completion) as server:
+        env = {**cli_env(server.url, "gemma3"), "CWD": str(tmp_path)}
+        try:
+            started = fermix(env, "start")
+            assert started.returncode == 0, started.stderr
+            asked = fermix(env, "ask", "what colour?", "--image", "chart.png", "--json")
+        finally:
+            fermix(env, "stop")
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout)["reply"] == "parts: text,image_url"
+    (request,) = server.requests
+    url = request.json()["messages"][-1]["content"][1]["image_url"]["url"]
+    assert url == "data:image/png;base64," + base64.b64encode(picture.read_bytes()).decode()
+    stored = list((Path(env["FERMIX_HOME"]) / "media" / "images").iterdir())
+    assert [p.read_bytes() for p in stored] == [picture.read_bytes()]

@@ -94,3 +94,18 @@ async def test_non_image_attachments_pass_through_untouched(images) -> None:
 
 def test_the_default_cap_is_the_telegram_sized_twenty_megabytes() -> None:
     assert DEFAULT_INBOUND_CAP == 20 * 1024 * 1024
+
+
+async def test_a_local_path_is_checked_before_it_is_read(images, tmp_path) -> None:
+    images.channel.max_inbound_media = 4096
+    big = tmp_path / "big.png"
+    big.write_bytes(PNG + b"\0" * 8192)
+    for attachment, expected in (
+        (Attachment(kind="image", path=big), "over the 4 KB limit"),
+        (Attachment(kind="image", path=tmp_path), "is not a file"),
+        (Attachment(kind="image", path=tmp_path / "gone.png"), "does not exist"),
+    ):
+        outcome = await images.ingest("see", attachments=[attachment])
+        assert outcome.status is IngestStatus.MEDIA_REFUSED
+        assert expected in images.channel.texts[-1]
+    assert images.executor.started == []

@@ -268,7 +268,18 @@ class ImageIntake:
                 "or compressed copy."
             )
         try:
+            if attachment.path is not None:
+                # Check a file before reading it: a local caller may name anything.
+                info = attachment.path.stat()
+                if not attachment.path.is_file():
+                    raise ImageError(f"{name} is not a file — send an image file")
+                if info.st_size > cap:
+                    raise ImageError(
+                        f"{name} ({_mb(info.st_size)}) is over {limit} — send a smaller copy."
+                    )
             data = attachment.read_bytes()
+        except FileNotFoundError:
+            raise ImageError(f"{name} does not exist (any more) — check the path") from None
         except OSError as exc:
             raise ImageError(f"{name} could not be read ({exc.strerror or exc})") from None
         if not data:
