@@ -41,6 +41,7 @@ BENCHMARKS = [
     "acp",
     "mcp",
     "transcription",
+    "images",
 ]
 
 

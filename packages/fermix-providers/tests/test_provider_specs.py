@@ -89,7 +89,7 @@ def test_every_provider_takes_the_base_keys() -> None:
 
 
 def test_exact_key_allowlists() -> None:
-    base = {"primary", "default_model", "base_url"}
+    base = {"primary", "default_model", "base_url", "vision_models"}
     expected = {
         "openai_codex": base | {"reasoning_effort", "fast"},
         "openai": base | {"api_key", "reasoning_effort", "wire"},

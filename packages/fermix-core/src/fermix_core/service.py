@@ -7,8 +7,9 @@ whichever way it arrives.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,6 +303,7 @@ class FermixService:
                     emit=runtime.emit,
                     agent_available=lambda: service.available,
                     transcriber=transcriber,
+                    images=functools.partial(image_intake, runtime.home, runtime.emit),
                 )
                 service.cli_features = ChannelFeatures(local=True)
                 if service.jobs is not None:
@@ -372,16 +374,32 @@ class FermixService:
     # ------------------------------------------------------------------ local turns
 
     async def ask(
-        self, text: str, *, session: str = "default", cwd: Path | None = None
+        self,
+        text: str,
+        *,
+        session: str = "default",
+        cwd: Path | None = None,
+        images: Sequence[Path | bytes] = (),
     ) -> TurnOutcome:
-        """Run one local (operator) turn or slash command and return what it produced."""
-        from fermix_core.channel import ConversationKey
+        """Run one local (operator) turn or slash command and return what it produced.
 
+        *images* are local image files or their bytes; the gateway's image step checks and
+        stores them like any channel's (a refused one is the outcome's reply).
+        """
+        from fermix_core.channel import Attachment, AttachmentKind, ConversationKey
+
+        attachments = [
+            Attachment(kind=AttachmentKind.IMAGE, data=image)
+            if isinstance(image, bytes | bytearray)
+            else Attachment(kind=AttachmentKind.IMAGE, path=Path(image), filename=Path(image).name)
+            for image in images
+        ]
         message = InboundMessage(
             channel=CLI_CHANNEL,
             chat_id=session,
             sender_id=LOCAL_SENDER,
             text=text,
+            attachments=attachments,
             local=True,
         )
         from fermix_core.inbox import InboxReply
@@ -437,3 +455,10 @@ class FermixService:
             "http": self.ingress.as_dict() if self.ingress is not None else None,
             "mcp": self.mcp.status() if self.mcp is not None else [],
         }
+
+
+def image_intake(home: Any, emit: Any) -> Any:
+    """The gateway's image step for *home* (built on the first inbound attachment)."""
+    from fermix_core.media.images import ImageIntake, ImageStore
+
+    return ImageIntake(ImageStore.for_home(home), emit=emit)

@@ -675,13 +675,17 @@ def user_message(message: Any) -> Message:
     if message.text:
         parts.append(TextPart(text=message.text))
     for attachment in message.attachments:
-        if str(attachment.kind) == "image":
-            data = (
-                attachment.data
-                if attachment.data is not None
-                else Path(attachment.path).read_bytes()
+        if str(attachment.kind) != "image" or attachment.withheld:
+            continue
+        media_type = attachment.mime_type or "image/png"
+        if attachment.path is not None:
+            # The gateway stored it under $FERMIX_HOME/media/images: history keeps the name,
+            # and the provider reads (and fits) the file right before the call.
+            parts.append(
+                ImagePart(media_type=media_type, path=str(Path(attachment.path).absolute()))
             )
-            parts.append(ImagePart(media_type=attachment.mime_type or "image/png", data=data))
+        else:
+            parts.append(ImagePart(media_type=media_type, data=attachment.data))
     return Message.user(*parts)
 
 

@@ -173,6 +173,7 @@ class SlackChannel(Channel):
     max_text = 40_000
     text_measure = "chars"
     media_caps = MappingProxyType({"document": MAX_UPLOAD_BYTES})
+    max_inbound_media = MAX_INBOUND_FILE
     reactions_allowed = REACTIONS
     #: Slack lets an app post about one message per second to one channel (short bursts
     #: aside); the core's outbound port paces each chat to it instead of meeting 429s.
@@ -422,6 +423,9 @@ class SlackChannel(Channel):
                 attachments.append(withheld(size, kind=_kind(mime), mime_type=mime, filename=name))
                 continue
             if isinstance(size, int) and size > MAX_INBOUND_FILE:
+                if _kind(mime) is AttachmentKind.IMAGE:  # the gateway answers naming the cap
+                    attachments.append(_withheld(mime, name, size))
+                    continue
                 notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
             try:
@@ -433,6 +437,9 @@ class SlackChannel(Channel):
                 notes.append(f"[attachment not received: {name} could not be fetched]")
                 continue
             if data is None:
+                if _kind(mime) is AttachmentKind.IMAGE:
+                    attachments.append(_withheld(mime, name, None))
+                    continue
                 notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
             attachments.append(
@@ -540,6 +547,13 @@ class SlackChannel(Channel):
 
 def _mb(size: int) -> str:
     return f"{size // (1024 * 1024)} MB"
+
+
+def _withheld(mime: str | None, name: str, size: int | None) -> Attachment:
+    """An image over the inbound cap: announced, not downloaded (the gateway refuses it)."""
+    return Attachment(
+        kind=AttachmentKind.IMAGE, withheld=True, mime_type=mime, filename=name, size=size
+    )
 
 
 def _kind(mime: str | None) -> AttachmentKind:

@@ -186,6 +186,7 @@ class TelegramChannel(Channel):
     max_text = 4096
     text_measure = "utf16"
     media_caps = MEDIA_CAPS
+    max_inbound_media = MAX_INBOUND_FILE
     reactions_allowed = REACTIONS
     #: Telegram allows about one message per second in one chat.
     send_interval = 1.0
@@ -539,7 +540,17 @@ class TelegramChannel(Channel):
                     )
                 )
                 continue
+            held = Attachment(
+                kind=item.kind,
+                withheld=True,
+                mime_type=item.mime_type,
+                filename=item.filename,
+                size=item.size,
+            )
             if item.size is not None and item.size > MAX_INBOUND_FILE:
+                if item.kind is AttachmentKind.IMAGE:  # the gateway answers naming the cap
+                    attachments.append(held)
+                    continue
                 notes.append(f"[attachment not received: {label} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
             try:
@@ -566,6 +577,9 @@ class TelegramChannel(Channel):
                 notes.append(f"[attachment not received: {label} could not be fetched]")
                 continue
             if data is None:
+                if item.kind is AttachmentKind.IMAGE:
+                    attachments.append(withheld)
+                    continue
                 notes.append(f"[attachment not received: {label} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
             attachments.append(

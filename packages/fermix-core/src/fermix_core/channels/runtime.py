@@ -340,6 +340,11 @@ class RuntimeHost:
         seen = self._runtime.seen_ids
         return seen is not None and await seen.seen(self.name, platform_id)
 
+    async def remember(self, platform_id: str) -> None:
+        seen = self._runtime.seen_ids
+        if seen is not None:
+            await seen.claim(self.name, platform_id)
+
     def report(self, state: str, error: str | None = None) -> None:
         self._runtime.set_state(self._slot, state, error)
 

@@ -158,6 +158,9 @@ class ProviderConfig(Section):
     auth_mode: AuthMode | None = None
     fast: bool = False
     wire: Wire | None = None
+    #: Models of this provider that read images although the built-in catalog does not
+    #: say so (a local vision model, a new release): images are sent to them.
+    vision_models: list[NonEmpty] = Field(default_factory=list)
 
 
 class WebSearchConfig(Section):

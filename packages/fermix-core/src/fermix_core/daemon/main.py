@@ -152,8 +152,14 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
             raise MethodError("bad_params", "ask needs a 'text' string")
         session = str(params.get("session") or "default")
         cwd = params.get("cwd")
+        images = params.get("images") or []
+        if not isinstance(images, list) or not all(isinstance(p, str) for p in images):
+            raise MethodError("bad_params", "ask 'images' must be a list of file paths")
         outcome = await service.ask(
-            text, session=session, cwd=Path(cwd) if isinstance(cwd, str) else None
+            text,
+            session=session,
+            cwd=Path(cwd) if isinstance(cwd, str) else None,
+            images=[Path(p) for p in images],
         )
         return outcome.as_dict()
 

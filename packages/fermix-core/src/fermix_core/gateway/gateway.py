@@ -6,9 +6,10 @@ The seven steps run in a fixed order, and the order is the point:
 2. authorize — owner → operator, allowlisted → guest, anyone else is dropped without a
    reply and *before* any media work, so a stranger cannot make Fermix download or
    transcribe anything (``channel.message`` is emitted only past this point);
-3. media — images pass through as attachments for the turn runner; audio is transcribed
-   (:mod:`fermix_core.transcription.inbound`) into the turn text, and a transcription that
-   cannot be done answers the sender and schedules no turn;
+3. media — audio is transcribed (:mod:`fermix_core.transcription.inbound`) into the turn
+   text, and a transcription that cannot be done answers the sender and schedules no turn;
+   images are capped, checked and stored as files by
+   :class:`fermix_core.media.images.ImageIntake` (a refused image is answered, no turn);
 4. reply port — the caller's port, whose features decide e.g. whether ``/`` is a command;
 5. slash commands — pre-agent, role-gated; an unknown ``/word`` is ordinary text;
 6. queue — one FIFO turn per conversation (``ConversationQueue.submit`` returns at once,
@@ -75,6 +76,7 @@ class Gateway:
         emit: Callable[..., object],
         agent_available: Callable[[], bool] = lambda: True,
         transcriber: Any = None,
+        images: Any = None,
     ) -> None:
         # A LazyPolicies builds each channel's policy on first use; anything else is copied.
         self.policies = policies if isinstance(policies, LazyPolicies) else dict(policies)
@@ -86,6 +88,10 @@ class Gateway:
         #: Speech-to-text (:class:`fermix_core.transcription.engine.Transcriber`); ``None``
         #: answers every voice note with "run `fermix setup`".
         self.transcriber = transcriber
+        #: The image step: an :class:`~fermix_core.media.images.ImageIntake` or a zero-argument
+        #: factory for one (built on the first attachment, so a text-only process never
+        #: imports it); ``None`` passes images through untouched (bare unit-test gateways).
+        self.images = images
 
     def policy_for(self, channel: str) -> TrustPolicy | None:
         return self.policies.get(channel)
@@ -149,6 +155,14 @@ class Gateway:
             if transcribed is None:
                 return IngestOutcome(IngestStatus.MEDIA_REFUSED, trust=trust)
             message = transcribed
+        if message.attachments and self.images is not None:
+            if not callable(getattr(self.images, "admit", None)):
+                self.images = self.images()
+            admitted = await self.images.admit(message, reply)
+            if isinstance(admitted, str):
+                await try_reply_text(reply, message, admitted)
+                return IngestOutcome(IngestStatus.MEDIA_REFUSED, trust=trust)
+            message = admitted
 
         # 4. reply port: its features decide what the rest of the pipeline may do
         turn_cwd = cwd if (policy.local and trust is Trust.OPERATOR) else None

@@ -226,6 +226,9 @@ class StubChannelHost:
     async def seen(self, platform_id: str) -> bool:
         return platform_id in self._seen
 
+    async def remember(self, platform_id: str) -> None:
+        self._seen.add(platform_id)
+
     def report(self, state: str, error: str | None = None) -> None:
         if state not in HEALTH_STATES:
             raise ValueError(f"unknown channel state {state!r}; one of {', '.join(HEALTH_STATES)}")

@@ -100,7 +100,7 @@ def withheld(
     """An audio attachment an adapter did not download because its declared *size* is over
     the gateway's cap (``ChannelHost.inbound_cap``): no bytes, the declared size kept, so
     the gateway answers "too large" without anything being fetched."""
-    return Attachment(kind=kind, data=b"", size=size, mime_type=mime_type, filename=filename)
+    return Attachment(kind=kind, withheld=True, size=size, mime_type=mime_type, filename=filename)
 
 
 def _mb(size: int) -> str:
@@ -151,7 +151,7 @@ async def _transcribe_one(transcriber: Transcriber, attachment: Attachment) -> t
     # The declared (or stat'ed) size first: an oversized file is never read.
     size = await _size_of(attachment)
     transcriber.check_size(size)
-    if attachment.data is None and attachment.path is None:
+    if attachment.withheld or (attachment.data is None and attachment.path is None):
         # Announced but not downloaded by the adapter (over a size cap): nothing to send.
         raise TranscriptionTooLarge(size or 0, transcriber.cap_bytes)
     await transcriber.backend()  # "not configured" before the file is read
