@@ -39,6 +39,7 @@ def ask(
     image: list[str] = typer.Option(
         [],
         "--image",
+        metavar="PATH",
         help="Attach a local image (PNG, JPEG, GIF, WebP, BMP, TIFF); repeatable.",
     ),
 ) -> None:
