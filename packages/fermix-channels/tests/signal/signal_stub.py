@@ -89,9 +89,11 @@ class StubSignalCli:
                     self._conns.append(conn)
             with self._cond:
                 self.events.append(event)
+                if event.get("event") == "request":
+                    # Recorded: the stub may answer now. Sent before anyone waiting on the
+                    # event is woken, so a command they send next comes after the ack.
+                    conn.sendall(b'{"cmd": "ack"}\n')
                 self._cond.notify_all()
-            if event.get("event") == "request":
-                conn.sendall(b'{"cmd": "ack"}\n')  # recorded: the stub may answer now
         with self._cond:
             self.events.append({"event": "closed"})
             self._cond.notify_all()

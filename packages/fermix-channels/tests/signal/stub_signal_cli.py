@@ -18,7 +18,8 @@ socket, waiting for the test's ``ack`` before answering (so whatever the adapter
 answered, the test has recorded). Further commands from the test: ``envelope`` (emit a
 receive notification), ``raw`` (write bytes to stdout as they are: garbage, giant lines),
 ``fail`` (answer the next request of a method with the given JSON-RPC error), ``hang``
-(stop answering), ``exit`` (write to stderr and exit with a code, mid-stream).
+(stop answering), ``exit`` (write to stderr and exit with a code, mid-stream: after the
+requests already read are answered).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ _state: dict = {"style": "plain", "hang": False, "fail": {}, "account": None}
 #: The test acknowledges each reported request before it is answered, so whatever the
 #: adapter sees answered, the test has already recorded.
 _acks: queue.Queue = queue.Queue()
+#: Requests read and not answered yet; ``exit`` waits for them (a crash between requests).
+_inflight = threading.Condition()
+_pending = [0]
 
 
 def _write(data: bytes) -> None:
@@ -91,6 +95,8 @@ def _commands(control: Control) -> None:
         elif kind == "hang":
             _state["hang"] = True
         elif kind == "exit":
+            with _inflight:
+                _inflight.wait_for(lambda: _pending[0] == 0, timeout=30)
             sys.stderr.write(command.get("stderr", ""))
             sys.stderr.flush()
             os._exit(int(command.get("code", 1)))
@@ -162,13 +168,20 @@ def main(argv: list[str]) -> int:
                 }
             )
             continue
+        if _state["hang"]:
+            control.tell({"event": "request", "request": request})
+            _acks.get(timeout=60)
+            continue
+        with _inflight:
+            _pending[0] += 1
         control.tell({"event": "request", "request": request})
         _acks.get(timeout=60)
-        if _state["hang"]:
-            continue
         answer = _answer(request)
         if answer is not None:
             _emit(answer)
+        with _inflight:
+            _pending[0] -= 1
+            _inflight.notify_all()
     control.tell({"event": "eof"})
     return 0
 
