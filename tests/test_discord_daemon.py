@@ -86,6 +86,10 @@ class Model:
         discord = self.discord
 
         async def hold(index: int) -> None:
+            if index == 0:
+                # A turn that takes a while shows typing (an instant one shows none): the
+                # answer starts only once the typing indicator is on Discord.
+                await discord.until(lambda: fd.DM_CHANNEL in discord.typing, 30)
             if index == 2:
                 await discord.until(lambda: bool(discord.sent(fd.DM_CHANNEL)), 30)
 

@@ -52,12 +52,20 @@ def _chunk(delta: dict, finish: str | None = None) -> dict:
 class Model:
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        #: When set, the first answer waits until this stub has seen a typing request:
+        #: a turn that takes a while shows typing (an instant one shows none).
+        self.typing_stub = None
 
     async def __call__(self, request: RecordedRequest) -> Reply:
         if not request.body:
             return Reply(status=404, body={"error": "not found"})
         body = request.json()
         self.requests.append(body)
+        stub, self.typing_stub = self.typing_stub, None
+        if stub is not None:
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(lambda: stub.wait(lambda s: s.requests("sendTyping")))
         if body.get("stream"):
             return Reply(
                 sse=[
@@ -155,6 +163,7 @@ def _answers(stub) -> list[str]:
 
 def test_daemon_answers_signal_end_to_end(daemon, model) -> None:
     env, stub = daemon
+    model.fake.typing_stub = stub
     fermix(env, "start")
     stub.wait_subscribed(1, timeout=90)
     _until_state(env, "ready")
