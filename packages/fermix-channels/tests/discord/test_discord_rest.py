@@ -110,9 +110,21 @@ async def test_media_over_10_mb_is_refused_with_what_to_do(running, fake) -> Non
     async with running() as (channel, host):
         with pytest.raises(ChannelError, match=r"up to 10 MB.*clip\.mp4.*send a link"):
             await channel.send(OutboundMessage(chat_id=fd.DM_CHANNEL, attachments=[big]))
+        # Through the outbound port (how replies reach the adapter) the refusal is one
+        # channel.media_send_error, emitted by the port for every channel alike.
+        from fermix_core.channels.outbound import OutboundPort
+        from fermix_core.gateway.reply import features_of
+
+        events: list[tuple[str, dict]] = []
+        port = OutboundPort(
+            channel, features_of(channel), emit=lambda name, **data: events.append((name, data))
+        )
+        with pytest.raises(ChannelError, match=r"clip\.mp4"):
+            await port.send(OutboundMessage(chat_id=fd.DM_CHANNEL, attachments=[big]))
     assert not fake.sent(fd.DM_CHANNEL)
-    ((_, data),) = [e for e in host.events if e[0] == "channel.media_send_error"]
-    assert data["kinds"] == ["video"] and "10 MB" in data["error"]
+    assert not [e for e in host.events if e[0] == "channel.media_send_error"]
+    ((_, data),) = [e for e in events if e[0] == "channel.media_send_error"]
+    assert data["kind"] == "video" and "clip.mp4" in data["error"]
 
 
 async def test_edit_delete_react_and_typing(running, fake) -> None:

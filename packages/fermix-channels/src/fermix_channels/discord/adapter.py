@@ -603,17 +603,9 @@ class DiscordChannel(Channel):
                 )
                 sent = sent or SentMessage(message_id=f"{target}:{data['id']}")
         if message.attachments:
-            try:
-                media = await self._send_media(rest, target, message, first=sent is None)
-            except ChannelError as exc:
-                if self.host is not None:
-                    self.host.emit(
-                        "channel.media_send_error",
-                        chat_id=message.chat_id,
-                        kinds=[a.kind.value for a in message.attachments],
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                raise
+            # A failure here reaches the outbound port, which emits channel.media_send_error
+            # for every channel alike.
+            media = await self._send_media(rest, target, message, first=sent is None)
             sent = sent or media
         assert sent is not None  # OutboundMessage guarantees text or an attachment
         return sent
