@@ -13,6 +13,7 @@ import typer
 
 from fermix_core.cli.app import APP_SETTINGS
 from fermix_core.cli.output import print_json
+from fermix_core.cli.run_core import error_reason, run_foreground
 
 NOT_RUNNING = 3
 
@@ -36,31 +37,7 @@ def _home():
 @run_app.command()
 def run() -> None:
     """Run the daemon in the foreground (Ctrl-C stops it)."""
-    import anyio
-
-    from fermix_core.daemon.main import serve
-
-    home = _home()
-    home.ensure()
-    try:
-        code = anyio.run(serve, _print_ready)
-    except KeyboardInterrupt:
-        code = 0
-    except Exception as exc:
-        typer.echo(f"error: {_reason(exc)}", err=True)
-        raise typer.Exit(1) from exc
-    raise typer.Exit(code)
-
-
-def _print_ready(line: str) -> None:
-    typer.echo(line)
-
-
-def _reason(exc: BaseException) -> str:
-    """The message of the one real error inside nested task-group exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc)
+    raise typer.Exit(run_foreground())
 
 
 def _start(home) -> int:
@@ -124,7 +101,7 @@ def _preflight() -> str | None:
     try:
         Runtime.boot()
     except Exception as exc:
-        return _reason(exc)
+        return error_reason(exc)
     return None
 
 

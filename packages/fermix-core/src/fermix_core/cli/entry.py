@@ -1,4 +1,4 @@
-"""Console-script entry point with fast paths for ``--version``, ``--help`` and ``ask``."""
+"""Console-script entry point with fast paths for ``--version``, ``--help``, ``ask`` and ``run``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             configure_logging()
             return ask_command(**options)
+    if args == ["run"]:
+        # The foreground daemon: no options to parse, so typer is never imported.
+        from fermix_core.cli.logsetup import configure_logging
+        from fermix_core.cli.run_core import run_foreground
+
+        configure_logging("run")
+        return run_foreground()
     from fermix_core.cli.app import run
 
     return run(args)
