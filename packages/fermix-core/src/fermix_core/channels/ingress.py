@@ -309,6 +309,9 @@ def _quiet_server(app: Any, graceful_timeout: float) -> Any:
     config = uvicorn.Config(
         app,
         lifespan="off",
+        # Webhooks are plain HTTP: no WebSocket protocol is loaded (an upgrade request is
+        # answered as HTTP, and no route accepts one anyway).
+        ws="none",
         log_config=None,
         access_log=False,
         server_header=False,

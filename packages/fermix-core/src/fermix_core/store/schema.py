@@ -4,19 +4,20 @@ The rules:
 
 * The version lives in ``schema_version`` under the component name ``"conversations"``;
   other components sharing ``memory.db`` keep their own rows there.
-* A fresh database (no row) is created straight from the SQLModel models and stamped with
+* A fresh database (no row) is created from the SQLModel models' DDL and stamped with
   :data:`SCHEMA_VERSION`. Older databases run every migration after their version, in
   order. Either way the work happens in one ``BEGIN IMMEDIATE`` transaction, so a crash
   or a failing step leaves the file exactly as it was.
-* A change to the tables bumps :data:`SCHEMA_VERSION`, edits the models (so fresh
-  databases get the new shape) and adds ``MIGRATIONS[new_version]``, a function that
-  upgrades a database of the previous version in place.
+* A change to the tables bumps :data:`SCHEMA_VERSION`, edits the models, regenerates
+  :mod:`fermix_core.store.ddl` (so fresh databases get the new shape) and adds
+  ``MIGRATIONS[new_version]``, a function that upgrades a database of the previous
+  version in place.
 * A database stamped newer than this build is never written to: the version is read over a
   read-only connection before the store opens its own, and :class:`StoreSchemaError` tells
   the operator to upgrade Fermix.
 
-SQLAlchemy (through the models) is imported only when a database has to be created; a
-database already at the current version opens with the standard library alone.
+Creating and opening a database both use the standard library alone: a fresh database is
+created from :mod:`fermix_core.store.ddl`, the models' statements compiled once.
 """
 
 from __future__ import annotations
@@ -170,14 +171,12 @@ def ensure_schema(
 
 
 def create_current_schema(conn: sqlite3.Connection) -> None:
-    """Create every table of the models (those already present are left alone)."""
-    from sqlalchemy.dialects import sqlite as sqlite_dialect
-    from sqlalchemy.schema import CreateIndex, CreateTable
+    """Create every table of the models (those already present are left alone).
 
-    from fermix_core.store.models import store_registry
+    The statements are the models compiled once (:mod:`fermix_core.store.ddl`, kept equal
+    to the models by a test), so creating a database imports no SQLAlchemy.
+    """
+    from fermix_core.store.ddl import STATEMENTS
 
-    dialect = sqlite_dialect.dialect()
-    for table in store_registry.metadata.sorted_tables:
-        conn.execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
-        for index in sorted(table.indexes, key=lambda ix: ix.name or ""):
-            conn.execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+    for statement in STATEMENTS:
+        conn.execute(statement)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+from typing import TYPE_CHECKING
 
 from .ir import Block, BlockKind, Span, SpanKind, plain_text
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 __all__ = ["parse"]
 
@@ -26,6 +28,10 @@ MAX_NESTING = 50
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
+    # Imported with the first reply to present, not at boot: an idle daemon does not hold
+    # the parser's ~60 modules and its rule tables.
+    from markdown_it import MarkdownIt
+
     options = {"html": False, "linkify": False, "maxNesting": MAX_NESTING}
     return MarkdownIt("commonmark", options).enable(["table", "strikethrough"])
 
