@@ -30,7 +30,16 @@ sys.exit(main(["run"]))
 """
 
 #: Never resident in an idle daemon (the first use imports them; tests cover those paths).
-ABSENT = ("typer", "acp", "sqlalchemy", "sqlmodel", "markdown_it", "websockets")
+ABSENT = (
+    "typer",
+    "acp",
+    "sqlalchemy",
+    "sqlmodel",
+    "markdown_it",
+    "websockets",
+    "starlette",
+    "uvicorn",
+)
 
 
 def _idle_modules(home) -> tuple[str, list[str]]:

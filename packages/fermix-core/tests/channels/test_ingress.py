@@ -8,10 +8,11 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fermix_core.channel import WebhookRequest, WebhookResponse, WebhookRoute
-from fermix_core.channels.ingress import HttpIngress, build_app, resolve_bind
+from fermix_core.channels.ingress import HttpIngress, app_factory, build_app, resolve_bind
 
 pytestmark = pytest.mark.anyio
 
@@ -36,8 +37,12 @@ def ready_state(flag: list[bool]) -> Any:
     return ready
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[httpx.AsyncClient, Recorder, list[bool], list[str]]]:
+@pytest.fixture(params=["eager", "lazy"])
+async def served(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[tuple[httpx.AsyncClient, Recorder, list[bool], list[str]]]:
+    """Every test runs against an app built up front and one built on the first connection
+    (what the daemon does): the lazy server's first request is each test's first request."""
     recorder = Recorder()
     flag = [False]
     routes = [
@@ -46,10 +51,19 @@ async def served() -> AsyncIterator[tuple[httpx.AsyncClient, Recorder, list[bool
         ("sneaky", WebhookRoute("/health/ready", ("GET",), recorder)),
         ("big", WebhookRoute("/webhook/big", ("POST",), recorder, max_body_bytes=10_000_000)),
     ]
-    app, paths = build_app(
-        live=lambda: {"ok": True}, ready=ready_state(flag), routes=routes, max_body_bytes=1000
-    )
-    async with HttpIngress(app, bind="127.0.0.1", port=0, routes=paths).serving() as info:
+    options: dict[str, Any] = {
+        "live": lambda: {"ok": True},
+        "ready": ready_state(flag),
+        "routes": routes,
+        "max_body_bytes": 1000,
+    }
+    if request.param == "eager":
+        app, paths = build_app(**options)
+        ingress = HttpIngress(app, bind="127.0.0.1", port=0, routes=paths)
+    else:
+        make_app, paths = app_factory(**options)
+        ingress = HttpIngress(make_app=make_app, bind="127.0.0.1", port=0, routes=paths)
+    async with ingress.serving() as info:
         assert info.error is None
         assert info.url is not None and info.port != 0
         async with httpx.AsyncClient(base_url=info.url, timeout=10) as client:
@@ -160,3 +174,44 @@ def test_the_listening_socket_is_tcp_so_asyncio_disables_nagle() -> None:
         assert sock.proto == socket.IPPROTO_TCP
     finally:
         sock.close()
+
+
+async def test_a_lazy_ingress_answers_a_burst_of_first_connections() -> None:
+    built: list[int] = []
+    make, _ = app_factory(live=lambda: {"ok": True}, ready=lambda: (True, {}))
+
+    def counted() -> Any:
+        built.append(1)
+        return make()
+
+    async with HttpIngress(make_app=counted, port=0).serving() as info:
+        assert built == []  # nothing connected yet: no app, no web stack
+        codes: list[int] = []
+        async with httpx.AsyncClient(base_url=info.url, timeout=30) as client:
+
+            async def get() -> None:
+                codes.append((await client.get("/health/live")).status_code)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(8):
+                    tg.start_soon(get)
+        assert codes == [200] * 8
+    assert built == [1]
+
+
+async def test_a_lazy_ingress_nobody_connected_to_stops_at_once() -> None:
+    built: list[int] = []
+    make, _ = app_factory(live=dict, ready=lambda: (True, {}))
+    ingress = HttpIngress(make_app=lambda: built.append(1) or make(), port=0)
+    async with ingress.serving() as info:
+        assert info.url is not None
+    assert built == []
+    with socket.socket() as probe:  # the port is closed again
+        assert probe.connect_ex(("127.0.0.1", info.port)) != 0
+
+
+def test_an_ingress_takes_an_app_or_a_factory() -> None:
+    with pytest.raises(TypeError):
+        HttpIngress()
+    with pytest.raises(TypeError):
+        HttpIngress(object(), make_app=object)

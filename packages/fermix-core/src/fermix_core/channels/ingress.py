@@ -19,7 +19,9 @@ answered 500 with no detail (the error goes to the log); nothing of it reaches t
 The server binds ``FERMIX_HTTP_BIND`` (default ``127.0.0.1``) on ``[fermix_web] port``
 (default 4030, ``0`` picks a free one). The socket is bound before the daemon reports
 ready, so a port in use is one clear error in the log — the daemon keeps running without
-its webhooks — and a connection made after start-up is never refused.
+its webhooks — and a connection made after start-up is never refused. The daemon builds
+the app lazily (:func:`app_factory`): Starlette and uvicorn are imported, on a worker
+thread, when the first connection arrives, so an idle daemon does not hold them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "DEFAULT_BIND",
     "HttpIngress",
     "IngressInfo",
+    "app_factory",
     "build_app",
     "resolve_bind",
 ]
@@ -173,24 +176,20 @@ def build_app(
     A route on a reserved path (``/health…``) or one whose path and method another channel
     already claimed is skipped with an error in the log.
     """
-    from starlette.applications import Starlette
-    from starlette.routing import Route
+    make, served = app_factory(live=live, ready=ready, routes=routes, max_body_bytes=max_body_bytes)
+    return make(), served
 
-    async def health(request: Any) -> Any:
-        return _json(200, live())
 
-    async def health_live(request: Any) -> Any:
-        return _json(200, {"ok": True})
-
-    async def health_ready(request: Any) -> Any:
-        ok, payload = ready()
-        return _json(200 if ok else 503, payload)
-
-    table = [
-        Route("/health", health, methods=["GET"]),
-        Route("/health/live", health_live, methods=["GET"]),
-        Route("/health/ready", health_ready, methods=["GET"]),
-    ]
+def app_factory(
+    *,
+    live: Callable[[], dict[str, Any]],
+    ready: Callable[[], tuple[bool, dict[str, Any]]],
+    routes: Sequence[tuple[str, WebhookRoute]] = (),
+    max_body_bytes: int = 1_048_576,
+) -> tuple[Callable[[], Any], list[str]]:
+    """:func:`build_app` with the app built later: the routes are checked (and refusals
+    logged) now, Starlette is imported only when the returned function is called."""
+    accepted: list[tuple[str, WebhookRoute, list[str]]] = []
     claimed: dict[tuple[str, str], str] = {}
     served: list[str] = []
     for channel, route in routes:
@@ -211,8 +210,33 @@ def build_app(
         for method in methods:
             claimed[(method, route.path)] = channel
             served.append(f"{method} {route.path}")
-        table.append(Route(route.path, _endpoint(channel, route, max_body_bytes), methods=methods))
-    return Starlette(routes=table), served
+        accepted.append((channel, route, methods))
+
+    def make() -> Any:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        async def health(request: Any) -> Any:
+            return _json(200, live())
+
+        async def health_live(request: Any) -> Any:
+            return _json(200, {"ok": True})
+
+        async def health_ready(request: Any) -> Any:
+            ok, payload = ready()
+            return _json(200 if ok else 503, payload)
+
+        table = [
+            Route("/health", health, methods=["GET"]),
+            Route("/health/live", health_live, methods=["GET"]),
+            Route("/health/ready", health_ready, methods=["GET"]),
+        ]
+        for channel, route, methods in accepted:
+            endpoint = _endpoint(channel, route, max_body_bytes)
+            table.append(Route(route.path, endpoint, methods=methods))
+        return Starlette(routes=table)
+
+    return make, served
 
 
 def _bind(bind: str, port: int) -> socket.socket:
@@ -235,14 +259,18 @@ class HttpIngress:
 
     def __init__(
         self,
-        app: Any,
+        app: Any = None,
         *,
+        make_app: Callable[[], Any] | None = None,
         bind: str = DEFAULT_BIND,
         port: int = 4030,
         routes: Sequence[str] = (),
         graceful_timeout: float = 5.0,
     ) -> None:
+        if (app is None) == (make_app is None):
+            raise TypeError("HttpIngress takes an app or make_app, not both")
         self.app = app
+        self.make_app = make_app
         self.info = IngressInfo(bind, port, routes=tuple(routes))
         self.graceful_timeout = graceful_timeout
 
@@ -270,12 +298,22 @@ class HttpIngress:
             shown = f"[{host}]" if ":" in host else host
             info.port = port
             info.url = f"http://{shown}:{port}"
-            server = _quiet_server(self.app, self.graceful_timeout)
             log.info("HTTP ingress on %s (%s)", info.url, ", ".join(info.routes) or "health")
             done = anyio.Event()
+            stopping = False
+            server: Any = None
+            if self.app is not None:
+                server = _quiet_server(self.app, self.graceful_timeout)
 
             async def serve() -> None:
+                nonlocal server
                 try:
+                    if server is None:
+                        # Lazy: the socket already accepts (the kernel queues connections),
+                        # the web stack is imported when the first one arrives, off the loop.
+                        await anyio.wait_readable(sock)
+                        server = await anyio.to_thread.run_sync(self._lazy_server)
+                        server.should_exit = stopping
                     await server.serve(sockets=[sock])
                 finally:
                     done.set()
@@ -285,15 +323,23 @@ class HttpIngress:
                 try:
                     yield info
                 finally:
-                    server.should_exit = True
-                    with (
-                        anyio.CancelScope(shield=True),
-                        anyio.move_on_after(self.graceful_timeout + 2),
-                    ):
-                        await done.wait()
+                    stopping = True
+                    if server is None:
+                        tg.cancel_scope.cancel()  # nobody connected: nothing to drain
+                    else:
+                        server.should_exit = True
+                        with (
+                            anyio.CancelScope(shield=True),
+                            anyio.move_on_after(self.graceful_timeout + 2),
+                        ):
+                            await done.wait()
                     tg.cancel_scope.cancel()
         finally:
             sock.close()
+
+    def _lazy_server(self) -> Any:
+        assert self.make_app is not None
+        return _quiet_server(self.make_app(), self.graceful_timeout)
 
 
 def _quiet_server(app: Any, graceful_timeout: float) -> Any:

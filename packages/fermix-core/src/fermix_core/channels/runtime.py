@@ -770,7 +770,7 @@ def summarize(health: Sequence[Mapping[str, Any]]) -> str:
 
 def _ingress(runtime: Any, service: Any, channels: ChannelRuntime) -> Any:
     from fermix_core import __version__
-    from fermix_core.channels.ingress import HttpIngress, build_app, resolve_bind
+    from fermix_core.channels.ingress import HttpIngress, app_factory, resolve_bind
 
     web = runtime.config.core.fermix_web
 
@@ -790,10 +790,11 @@ def _ingress(runtime: Any, service: Any, channels: ChannelRuntime) -> Any:
             payload["mcp"] = service.mcp.status()
         return ok, payload
 
-    app, served = build_app(
+    make_app, served = app_factory(
         live=live, ready=ready, routes=channels.webhook_routes(), max_body_bytes=web.max_body_bytes
     )
-    return HttpIngress(app, bind=resolve_bind(runtime.environ), port=web.port, routes=served)
+    bind = resolve_bind(runtime.environ)
+    return HttpIngress(make_app=make_app, bind=bind, port=web.port, routes=served)
 
 
 @asynccontextmanager
@@ -806,14 +807,13 @@ async def daemon_channels(runtime: Any, service: Any) -> AsyncIterator[ChannelRu
     import httpx
 
     from fermix_core.channels.idempotency import SeenIds
+    from fermix_core.httpclient import runtime_client
 
     seen = await SeenIds.open(runtime.home.memory_db)
     try:
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0, connect=10.0),
-            limits=httpx.Limits(keepalive_expiry=15.0),
-            follow_redirects=False,
-        ) as http:
+        # The runtime client's settings (keep-alive expiry, no redirects) and its deferred
+        # trust store: the CA bundle loads on the first TLS connection, not at boot.
+        async with runtime_client(timeout=httpx.Timeout(30.0, connect=10.0)) as http:
             channels = ChannelRuntime.from_runtime(
                 runtime,
                 service.gateway,
