@@ -60,3 +60,21 @@ def test_the_sdk_loads_on_the_first_connection_and_answers_it(tmp_path) -> None:
     assert seen["answer"]["id"] == 1
     assert seen["answer"]["result"]["protocolVersion"] == 1
     assert seen["answer"]["result"]["agentCapabilities"]["loadSession"] is True
+
+
+def test_without_the_sdk_the_channel_still_fails_to_build() -> None:
+    """A missing ``acp`` extra is reported when the channel is built, not at the first
+    connection: the adapter module refuses to import, as it did when it imported the SDK."""
+    script = (
+        "import sys\n"
+        "sys.modules['acp'] = None  # as if the extra were not installed\n"
+        "try:\n"
+        "    import fermix_channels.acp.adapter\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print('refused', exc.name)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "refused acp"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -56,6 +57,11 @@ if TYPE_CHECKING:
     from fermix_channels.acp import protocol
 
 __all__ = ["SESSIONS_FILE", "AcpChannel"]
+
+# The SDK itself loads with the first client connection (see _protocol), but a missing
+# `acp` extra still fails here, when the channel is built, exactly as importing it would.
+if importlib.util.find_spec("acp") is None:
+    raise ModuleNotFoundError("No module named 'acp'", name="acp")
 
 log = logging.getLogger("fermix.channels.acp")
 
