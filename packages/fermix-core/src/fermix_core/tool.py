@@ -30,6 +30,8 @@ from fermix_core.messages import (
 )
 from fermix_core.specs import ToolSpec, resolve_ref
 
+SectionT = TypeVar("SectionT", bound=BaseModel)
+
 __all__ = [
     "NoArgs",
     "Tool",
@@ -90,6 +92,28 @@ class ToolContext:
             return self.services[name]
         except KeyError:
             raise ToolError(f"{name} is not available in this context") from None
+
+    def settings(self, path: str, model: type[SectionT]) -> SectionT:
+        """The validated ``[path]`` section of config.toml as an instance of *model*.
+
+        This is how a plugin's tool reads the section its ``ConfigSectionSpec`` owns
+        (``ctx.settings("fermix_weather", WeatherConfig)``): the daemon validated it at boot,
+        so an absent section is *model*'s defaults. A run with no loaded config (a tool
+        invoked directly in a test) gets the defaults too; a model without full defaults
+        then raises :class:`ToolError` naming the section.
+        """
+        config = self.services.get("config")
+        section = config.section(path) if config is not None else None
+        if isinstance(section, model):
+            return section
+        try:
+            return model.model_validate(section if section is not None else {})
+        except ValidationError as exc:
+            first = exc.errors()[0]["msg"]
+            raise ToolError(
+                f"[{path}] is not configured (or not valid) for this tool: {first}; "
+                "set it in config.toml"
+            ) from None
 
     @property
     def is_operator(self) -> bool:

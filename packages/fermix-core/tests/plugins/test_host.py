@@ -390,3 +390,14 @@ def test_hook_scanning_never_runs_a_plugin_objects_properties() -> None:
     host = PluginHost()
     record = host.register(Plugin(), "tools.props")
     assert record.status == "loaded" and record.hooks == ["fermix_tools"]
+
+
+def test_a_first_party_module_registered_in_process_stays_first_party() -> None:
+    import fermix_tools.memory.plugin as memory_tools
+
+    host = PluginHost()
+    record = host.register(memory_tools, "tools.memory")
+    assert record.status == "loaded"
+    assert record.distribution == "fermix-tools" and record.first_party
+    other = host.register(make_module("fx_app_plugin", "x = 1"), "app.thing")
+    assert other.distribution is None and not other.first_party
