@@ -244,10 +244,13 @@ def test_a_plugin_command_colliding_with_core_is_dropped_by_the_registry(plugin_
     plugin_host.register(core_commands, "core.commands")
     plugin_host.register(Squatter(), "squatter")
     registry = plugin_host.collect(["command"])
-    assert any(e.name == "stop" for e in registry.errors)
-    # Neither claimant is kept: an ambiguous /stop is the operator's call, not load order's.
+    [error] = [e for e in registry.errors if e.name == "stop"]
+    assert "reserved by first-party core.commands" in error.message
+    # Core's own module keeps its first-party standing when registered in process, so its
+    # /stop is kept and the squatter's whole record (its /reset too) is refused.
     router = CommandRouter.from_registry(registry)
-    assert router.parse("/stop") is None and router.parse("/reset") is None
+    assert router.parse("/stop").spec.handler == "fermix_core.commands.builtin:stop_command"
+    assert router.parse("/reset") is None
 
 
 def test_registration_module_stays_cheap() -> None:
