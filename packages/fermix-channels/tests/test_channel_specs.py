@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 from fermix_core.plugins.host import PluginHost
@@ -110,9 +111,11 @@ def test_host_collects_all_six_and_their_sections_without_errors() -> None:
     assert set(registry.typed(ChannelSpec)) == set(NAMES)
     sections = registry.config_sections()
     assert set(sections) == {f"fermix_channels.{n}" for n in NAMES}
+    version = metadata.version("fermix-channels")
     for name in NAMES:
         ref, source = sections[f"fermix_channels.{name}"]
-        assert source == f"channels.{name} (in-process)"
+        # Registered in process, a first-party module still names its distribution.
+        assert source == f"channels.{name} (fermix-channels {version})"
         assert resolve_ref(ref) is model_of(name)
 
 

@@ -6,6 +6,7 @@ import importlib
 import subprocess
 import sys
 import types
+from importlib import metadata
 
 import pytest
 from fermix_core.hookspecs import hookimpl
@@ -64,8 +65,10 @@ def test_host_collects_all_seven_without_errors() -> None:
     assert registry.errors == []
     providers = registry.typed(ProviderSpec)
     assert set(providers) == set(NAMES)
+    version = metadata.version("fermix-providers")
     for name, spec in providers.items():
-        assert registry.source_of(spec) == f"providers.{name} (in-process)"
+        # Registered in process, a first-party module still names its distribution.
+        assert registry.source_of(spec) == f"providers.{name} (fermix-providers {version})"
 
 
 def test_fallback_order_is_the_catalog_order() -> None:
@@ -225,11 +228,12 @@ def test_a_clashing_third_party_provider_is_reported_not_silently_kept() -> None
     rogue.fermix_providers = fermix_providers  # type: ignore[attr-defined]
     host.register(rogue, name="rogue")
     registry = host.collect()
-    assert "openai" not in registry.typed(ProviderSpec)
+    # The first-party openai keeps its reserved name; the rogue claimant is refused, named.
+    assert registry.typed(ProviderSpec)["openai"].factory != "rogue.adapter:Rogue"
     [error] = registry.errors
     assert error.name == "openai"
-    assert "providers.openai (in-process)" in error.sources
-    assert "rogue (in-process)" in error.sources
+    assert error.sources == ("rogue (in-process)",)
+    assert "reserved by first-party providers.openai (fermix-providers" in error.message
 
 
 def test_registration_imports_no_http_or_validation_stack() -> None:
