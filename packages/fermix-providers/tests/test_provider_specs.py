@@ -6,7 +6,6 @@ import importlib
 import subprocess
 import sys
 import types
-from importlib import metadata
 
 import pytest
 from fermix_core.hookspecs import hookimpl
@@ -65,10 +64,9 @@ def test_host_collects_all_seven_without_errors() -> None:
     assert registry.errors == []
     providers = registry.typed(ProviderSpec)
     assert set(providers) == set(NAMES)
-    version = metadata.version("fermix-providers")
     for name, spec in providers.items():
-        # Registered in process, a first-party module still names its distribution.
-        assert registry.source_of(spec) == f"providers.{name} (fermix-providers {version})"
+        # A first-party module registered in process keeps its distribution.
+        assert registry.source_of(spec) == f"providers.{name} (fermix-providers 0.1.0)"
 
 
 def test_fallback_order_is_the_catalog_order() -> None:
@@ -92,7 +90,7 @@ def test_every_provider_takes_the_base_keys() -> None:
 
 
 def test_exact_key_allowlists() -> None:
-    base = {"primary", "default_model", "base_url"}
+    base = {"primary", "default_model", "base_url", "vision_models"}
     expected = {
         "openai_codex": base | {"reasoning_effort", "fast"},
         "openai": base | {"api_key", "reasoning_effort", "wire"},
@@ -228,12 +226,12 @@ def test_a_clashing_third_party_provider_is_reported_not_silently_kept() -> None
     rogue.fermix_providers = fermix_providers  # type: ignore[attr-defined]
     host.register(rogue, name="rogue")
     registry = host.collect()
-    # The first-party openai keeps its reserved name; the rogue claimant is refused, named.
+    # The first-party name is reserved: the built-in stays, the rogue one is refused.
     assert registry.typed(ProviderSpec)["openai"].factory != "rogue.adapter:Rogue"
     [error] = registry.errors
     assert error.name == "openai"
+    assert "reserved by first-party providers.openai (fermix-providers 0.1.0)" in error.message
     assert error.sources == ("rogue (in-process)",)
-    assert "reserved by first-party providers.openai (fermix-providers" in error.message
 
 
 def test_registration_imports_no_http_or_validation_stack() -> None:

@@ -19,6 +19,7 @@ or remote channels. ``docs/embedding.md`` has the details.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -84,10 +85,18 @@ class Fermix:
                 fx.closed = True
 
     async def ask(
-        self, text: str, *, session: str = "default", cwd: str | Path | None = None
+        self,
+        text: str = "",
+        *,
+        session: str = "default",
+        cwd: str | Path | None = None,
+        images: Iterable[str | os.PathLike[str] | bytes] = (),
     ) -> TurnOutcome:
         """Run one operator turn (or slash command) in *session*; returns the outcome.
 
+        *images* are local image files (paths) or image bytes the model sees with *text*;
+        a path that is missing, unreadable or not a picture raises
+        :class:`~fermix_core.media.images.ImageError` (a ``ValueError``) before any turn.
         Raises :class:`FermixClosedError` once the ``Fermix.open`` block has ended.
         """
         if self.closed:
@@ -95,7 +104,19 @@ class Fermix:
                 "this Fermix is closed: its `async with Fermix.open(...)` block has ended. "
                 "Call ask() inside the block, or open a new one."
             )
-        return await self.service.ask(text, session=session, cwd=Path(cwd) if cwd else None)
+        pictures: list[Path | bytes] = []
+        for image in images:
+            if isinstance(image, bytes | bytearray):
+                pictures.append(bytes(image))
+                continue
+            from fermix_core.media.images import check_local_image
+
+            check_local_image(image)
+            pictures.append(Path(image).absolute())
+        cwd_path = Path(cwd) if cwd else None
+        if pictures:
+            return await self.service.ask(text, session=session, cwd=cwd_path, images=pictures)
+        return await self.service.ask(text, session=session, cwd=cwd_path)
 
     def status(self) -> dict[str, Any]:
         return self.service.status()

@@ -145,7 +145,12 @@ def fermix_memory_backends() -> Iterable[MemoryBackendSpec]:
 def fermix_transcription_backends() -> Iterable[TranscriptionBackendSpec]:
     """Register speech-to-text backends used for inbound audio.
 
-    Called once per boot. ``[fermix_core.transcription] backend`` selects one by name.
+    Called once per boot. ``[fermix_core.transcription] backend`` selects one by name. On
+    the first audio message the selected spec's ``factory`` is called as
+    ``factory(settings)`` with a :class:`fermix_core.transcription.BackendSettings` (the
+    runtime's httpx client, the resolved key, model and base URL) and returns an object with
+    ``name`` and ``async transcribe(clip: AudioClip) -> str`` that raises
+    ``TranscriptionFailed`` on failure (see ``fermix_core.transcription.contract``).
 
     Example::
 

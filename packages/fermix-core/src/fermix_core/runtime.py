@@ -8,6 +8,7 @@ and leaves plugin failures to the report (one broken plugin never stops the rest
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -106,3 +107,14 @@ class Runtime:
             return []
         self.started = False
         return await self.host.shutdown(self.service_host)
+
+
+def settle_after_boot() -> None:
+    """Move everything built so far out of the cyclic collector's sight (the daemon, once ready).
+
+    Boot builds tens of thousands of long-lived objects (modules, config and plugin
+    records, pydantic schemas). Full collections re-walked all of them and caused 30–50 ms
+    pauses in turns; frozen, a collection walks only what turns created since.
+    """
+    gc.collect()
+    gc.freeze()

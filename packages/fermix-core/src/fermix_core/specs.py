@@ -93,6 +93,7 @@ CORE_PROVIDER_KEYS: frozenset[str] = frozenset(
         "auth_mode",
         "fast",
         "wire",
+        "vision_models",
     }
 )
 
@@ -159,7 +160,9 @@ class ProviderSpec(Spec):
     base_url_env: str | None = None
     #: Core keys accepted in ``[fermix_core.providers.<name>]`` (a subset of
     #: :data:`CORE_PROVIDER_KEYS`); anything else fails at load unless ``config_model`` owns it.
-    config_keys: frozenset[str] = frozenset({"primary", "default_model", "base_url", "api_key"})
+    config_keys: frozenset[str] = frozenset(
+        {"primary", "default_model", "base_url", "api_key", "vision_models"}
+    )
     #: pydantic model validating the provider's own keys in its block; the validated
     #: instance reaches the adapter as ``ProviderSettings.options``.
     config_model: Ref | None = None
@@ -286,7 +289,10 @@ class TranscriptionBackendSpec(Spec):
     default_model: str | None = None
     #: Config key in ``[fermix_core.transcription]`` holding this backend's own key.
     key_field: str | None = None
+    #: The backend cannot reuse a chat-provider key: ``key_field`` must be set.
     key_required: bool = False
+    #: The chat provider whose API key is reused when ``key_field`` is unset.
+    reuse_provider: str | None = None
 
     def problems(self) -> list[str]:
         problems = Spec.problems(self)

@@ -244,12 +244,11 @@ def test_a_plugin_command_colliding_with_core_is_dropped_by_the_registry(plugin_
     plugin_host.register(core_commands, "core.commands")
     plugin_host.register(Squatter(), "squatter")
     registry = plugin_host.collect(["command"])
-    [error] = [e for e in registry.errors if e.name == "stop"]
-    assert "reserved by first-party core.commands" in error.message
-    # Core's own module keeps its first-party standing when registered in process, so its
-    # /stop is kept and the squatter's whole record (its /reset too) is refused.
+    assert any(e.name == "stop" and "reserved by first-party" in e.message for e in registry.errors)
+    # Core's module, even registered in process, is first-party: its /stop stays and the
+    # squatter is refused whole.
     router = CommandRouter.from_registry(registry)
-    assert router.parse("/stop").spec.handler == "fermix_core.commands.builtin:stop_command"
+    assert router.parse("/stop").spec.handler.endswith(":stop_command")
     assert router.parse("/reset") is None
 
 

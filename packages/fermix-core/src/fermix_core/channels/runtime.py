@@ -39,6 +39,8 @@ import anyio.abc
 
 from fermix_core.channel import (
     HEALTH_STATES,
+    Attachment,
+    AttachmentKind,
     Channel,
     ConversationKey,
     DeliveryResult,
@@ -216,6 +218,9 @@ PortFactory = Callable[[Channel, ChannelSpec, "_Slot", "ChannelRuntime"], Any]
 
 #: How often the typing indicator is renewed while a turn runs (platforms show it ~5 s).
 TYPING_EVERY = 4.0
+#: A turn answered sooner than this shows no typing indicator at all: the reply itself
+#: arrives first, and the platform call (WhatsApp marks the message read with it) is saved.
+TYPING_AFTER = 0.5
 #: A turn longer than this stops renewing the indicator.
 TYPING_MAX = 600.0
 
@@ -318,9 +323,27 @@ class RuntimeHost:
                 shown.append((message.role, message.text))
         return shown
 
+    def inbound_cap(self, kind: AttachmentKind, mime_type: str | None = None) -> int | None:
+        """The gateway's own size cap in bytes for an inbound file of *kind* and
+        *mime_type* (audio: ``[fermix_core.transcription] max_file_mb``), or ``None`` when
+        it sets none. An adapter skips the download of a file declared larger and hands
+        over :func:`fermix_core.transcription.inbound.withheld` instead."""
+        from fermix_core.transcription.inbound import needs_transcription
+
+        transcriber = getattr(self._runtime.gateway, "transcriber", None)
+        if transcriber is None:
+            return None
+        probe = Attachment(kind=kind, data=b"", mime_type=mime_type)
+        return transcriber.cap_bytes if needs_transcription(probe) else None
+
     async def seen(self, platform_id: str) -> bool:
         seen = self._runtime.seen_ids
         return seen is not None and await seen.seen(self.name, platform_id)
+
+    async def remember(self, platform_id: str) -> None:
+        seen = self._runtime.seen_ids
+        if seen is not None:
+            await seen.claim(self.name, platform_id)
 
     def report(self, state: str, error: str | None = None) -> None:
         self._runtime.set_state(self._slot, state, error)
@@ -620,7 +643,12 @@ class ChannelRuntime:
         return DeliveryResult.ACCEPTED, job
 
     async def _typing(self, typing: Any, message: InboundMessage, job: Any, every: float) -> None:
-        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX)."""
+        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX).
+
+        Nothing is sent for a turn done within ``TYPING_AFTER``.
+        """
+        with anyio.move_on_after(TYPING_AFTER):
+            await job.done.wait()
         with anyio.move_on_after(TYPING_MAX):
             while not job.done.is_set():
                 await typing(message.chat_id, message.thread_id)

@@ -185,6 +185,7 @@ def survey(
             file_keys=frozenset(written) if written is not None else frozenset(),
             flagged_primary=bool(block.primary) if block else False,
             options=config.provider_options(spec.name),
+            vision_models=tuple(block.vision_models) if block else (),
         )
     return states
 
@@ -218,6 +219,7 @@ def make_route(
         http=http,
         auth_store=auth_store,
         options=state.options,
+        vision_models=state.vision_models,
     )
     return Route(
         name=state.name,
