@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fermix_core.boot import Assembly, assemble
+from fermix_core.boot import RUNTIME_KINDS, Assembly, assemble
 from fermix_core.config import LoadedConfig
 from fermix_core.home import FermixHome
 
@@ -55,7 +55,12 @@ class Runtime:
         from fermix_core.authfile import AuthStore
 
         assembly = assemble(
-            home, environ=environ, plugins=plugins, entry_points=entry_points, config=config
+            home,
+            environ=environ,
+            plugins=plugins,
+            entry_points=entry_points,
+            config=config,
+            kinds=RUNTIME_KINDS,
         )
         config = assembly.load_config()
         assembly.home.ensure()
