@@ -653,6 +653,28 @@ def test_an_in_process_ask_finishes_its_post_reply_work_before_exiting(daemon_en
     assert state.last_run is not None
 
 
+def test_a_reply_leaves_the_history_index_caught_up(daemon_env):
+    """The post-reply work indexes the turn's messages, so the next recall has no backlog."""
+    home = Path(daemon_env["FERMIX_HOME"])
+    fermix(daemon_env, "ask", "zebra crossings at dusk", "--session", "hx")
+    database = sqlite3.connect(home / "memory.db")
+    try:
+        (mark,) = database.execute(
+            "SELECT value FROM memory_state WHERE name = 'history_indexed_id'"
+        ).fetchone()
+        assert int(mark) == database.execute("SELECT MAX(id) FROM messages").fetchone()[0]
+        hits = database.execute(
+            "SELECT COUNT(*) FROM memory_history_fts WHERE memory_history_fts MATCH 'zebra'"
+        ).fetchone()[0]
+        assert hits == 2, "the question and the echoed answer"
+        (docs,) = database.execute(
+            "SELECT docs FROM memory_history_terms WHERE term = 'zebra'"
+        ).fetchone()
+        assert docs == 2
+    finally:
+        database.close()
+
+
 # --------------------------------------------------------------------------- skills
 
 

@@ -63,6 +63,7 @@ def test_layout_paths(tmp_path) -> None:
         "logs": "logs",
         "grants": "grants",
         "cache": "cache",
+        "media": "media",
     }
     for attr, name in dirs.items():
         assert getattr(home, attr) == tmp_path / name

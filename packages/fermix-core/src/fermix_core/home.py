@@ -35,6 +35,7 @@ LAYOUT_DIRS: tuple[str, ...] = (
     "logs",
     "grants",
     "cache",
+    "media",
 )
 
 PRIVATE_DIR_MODE = 0o700
@@ -162,6 +163,11 @@ class FermixHome:
     def cache(self) -> Path:
         """Derived data a process may rebuild at any time (tool definitions)."""
         return self.path / "cache"
+
+    @property
+    def media(self) -> Path:
+        """Inbound media kept for history (``media/images/<sha256>.<ext>``)."""
+        return self.path / "media"
 
     # ------------------------------------------------------------------ creating
 

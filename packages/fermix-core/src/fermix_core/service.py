@@ -7,8 +7,9 @@ whichever way it arrives.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,8 @@ class FermixService:
         self.skills: Any = None
         #: The operator's MCP servers (:class:`fermix_core.mcp.manager.McpManager`), if any.
         self.mcp: Any = None
+        #: The runtime's shared HTTP client (``None`` until a provider route exists).
+        self.http: Any = None
         from fermix_core.inbox import LocalInbox
 
         #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
@@ -219,6 +222,12 @@ class FermixService:
 
         memory = await open_backend(runtime.home, config, registry)
         service._closers.append(memory.aclose)
+
+        async def index_history(_conversation_id: int) -> None:
+            # After the reply went out: the next recall finds the history index current.
+            await memory.catch_up_history()
+
+        runner.post_reply_hooks.append(index_history)
         if caller is not None:
             reviewer = MemoryReviewer.from_config(
                 memory, caller, runtime.home, config, emit=runtime.emit
@@ -277,6 +286,18 @@ class FermixService:
         if scheduler:  # the daemon serves every channel: a bad section fails it at start
             for name in policies:
                 policies[name]
+        from fermix_core.authfile import AuthStore
+        from fermix_core.transcription.engine import Transcriber
+
+        transcriber = Transcriber(
+            config,
+            registry,
+            environ=runtime.environ,
+            host=runtime.host,
+            auth_store=AuthStore(runtime.home.auth_file),
+            http=service.http,
+        )
+        service._closers.append(transcriber.aclose)
         try:
             async with anyio.create_task_group() as tg, ConversationQueue(runner) as queue:
                 runner.queue = queue
@@ -289,6 +310,8 @@ class FermixService:
                     services=runner,
                     emit=runtime.emit,
                     agent_available=lambda: service.available,
+                    transcriber=transcriber,
+                    images=functools.partial(image_intake, runtime.home, runtime.emit),
                 )
                 service.cli_features = ChannelFeatures(local=True)
                 if service.jobs is not None:
@@ -346,6 +369,7 @@ class FermixService:
             plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
         )
         self._closers += [chain.aclose, http.aclose]
+        self.http = http  # shared with speech-to-text
 
         def window(model: str | None) -> int | None:
             route = plan.primary
@@ -358,16 +382,32 @@ class FermixService:
     # ------------------------------------------------------------------ local turns
 
     async def ask(
-        self, text: str, *, session: str = "default", cwd: Path | None = None
+        self,
+        text: str,
+        *,
+        session: str = "default",
+        cwd: Path | None = None,
+        images: Sequence[Path | bytes] = (),
     ) -> TurnOutcome:
-        """Run one local (operator) turn or slash command and return what it produced."""
-        from fermix_core.channel import ConversationKey
+        """Run one local (operator) turn or slash command and return what it produced.
 
+        *images* are local image files or their bytes; the gateway's image step checks and
+        stores them like any channel's (a refused one is the outcome's reply).
+        """
+        from fermix_core.channel import Attachment, AttachmentKind, ConversationKey
+
+        attachments = [
+            Attachment(kind=AttachmentKind.IMAGE, data=image)
+            if isinstance(image, bytes | bytearray)
+            else Attachment(kind=AttachmentKind.IMAGE, path=Path(image), filename=Path(image).name)
+            for image in images
+        ]
         message = InboundMessage(
             channel=CLI_CHANNEL,
             chat_id=session,
             sender_id=LOCAL_SENDER,
             text=text,
+            attachments=attachments,
             local=True,
         )
         from fermix_core.inbox import InboxReply
@@ -423,3 +463,10 @@ class FermixService:
             "http": self.ingress.as_dict() if self.ingress is not None else None,
             "mcp": self.mcp.status() if self.mcp is not None else [],
         }
+
+
+def image_intake(home: Any, emit: Any) -> Any:
+    """The gateway's image step for *home* (built on the first inbound attachment)."""
+    from fermix_core.media.images import ImageIntake, ImageStore
+
+    return ImageIntake(ImageStore.for_home(home), emit=emit)

@@ -1,9 +1,13 @@
 """Search rankings on a fixed corpus equal an independent reference of the documented rules.
 
-The rules (``fermix_core.memory.sqlite``): bm25 (content twice a key for facts), ties broken
-by recency, over the newest ``RANK_WINDOW`` visible matches. The reference below applies them
-in Python to every match's bm25 score read straight from the FTS tables, so any rewrite of the
-search SQL (for speed) must return exactly the same rows in exactly the same order.
+The rules (``fermix_core.memory.sqlite``): the query's rarest words lead — ordered by how
+many indexed rows hold them, the rarest always kept, the next ones while the rows they match
+together stay within ``TERM_BUDGET``, a word over it on its own matched exactly instead of as
+a prefix — then bm25 (content twice a key for facts), ties broken by recency, over the newest
+``RANK_WINDOW`` visible matches of those words. The reference below counts words straight
+from the FTS index (``fts5vocab``, not the maintained counts) and applies the rules in Python
+to every match's bm25 score, so any rewrite of the search SQL (for speed) must return exactly
+the same rows in exactly the same order.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from pathlib import Path
 
 import pytest
 from fermix_core.memory import MemoryFilter, sqlite_engine
-from fermix_core.memory.sqlite import SqliteMemoryBackend, match_expression
+from fermix_core.memory.sqlite import SqliteMemoryBackend
+from fermix_core.memory.sqlite_schema import match_terms
 from fermix_core.store import ConversationStore
 
 pytestmark = pytest.mark.anyio
@@ -23,6 +28,7 @@ SEED = 18
 FACTS = 3_000
 MESSAGES = 3_000
 WINDOW = 400  # smaller than the common words' match counts, so the window matters
+BUDGET = 300  # so that common words are dropped, and some matched exactly
 SPEAKERS = ["owner"] * 6 + ["system", "guest", "job"]
 GUEST_KEY = '["telegram","g",null]'
 
@@ -97,6 +103,39 @@ async def _build(path: Path, rng: random.Random) -> list[str]:
     return words
 
 
+def _vocabulary(conn: sqlite3.Connection, index: str) -> dict[str, int]:
+    conn.execute(f"CREATE VIRTUAL TABLE temp.v_{index} USING fts5vocab(main, {index}, row)")
+    try:
+        return dict(conn.execute(f"SELECT term, doc FROM temp.v_{index}").fetchall())  # noqa: S608
+    finally:
+        conn.execute(f"DROP TABLE temp.v_{index}")
+
+
+def _reference_expression(query: str, docs: dict[str, int]) -> tuple[str, int, int]:
+    """The MATCH text of *query*'s leading words; also how many words were dropped / exact."""
+    weighed = []
+    exact = 0
+    for i, term in enumerate(match_terms(query)):
+        word = term.strip('"*')
+        rows = docs.get(word, 0)
+        if term.endswith("*"):
+            family = sum(n for t, n in docs.items() if t.startswith(word))
+            if family > BUDGET and rows:
+                term, exact = term[:-1], exact + 1
+            else:
+                rows = family
+        weighed.append((rows, i, term))
+    weighed.sort()
+    kept, total = [weighed[0]], weighed[0][0]
+    for item in weighed[1:]:
+        if total + item[0] > BUDGET:
+            break
+        kept.append(item)
+        total += item[0]
+    kept.sort(key=lambda k: k[1])
+    return " OR ".join(t for *_, t in kept), len(weighed) - len(kept), exact
+
+
 def _reference_facts(
     conn: sqlite3.Connection, expression: str, speakers: set[str] | None, archived: bool
 ) -> list[str]:
@@ -141,27 +180,40 @@ def _reference_history(
 
 async def test_rankings_equal_the_reference_on_a_fixed_corpus(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(sqlite_engine, "RANK_WINDOW", WINDOW)
+    monkeypatch.setattr(sqlite_engine, "TERM_BUDGET", BUDGET)
     rng = random.Random(SEED)
     path = tmp_path / "memory.db"
     words = await _build(path, rng)
     queries = [
         " ".join([rng.choice(words[:20]), *rng.choices(words, k=rng.randint(0, 2))])
         for _ in range(15)
-    ] + ["k1", "the " + words[0], words[-1]]
+    ] + [
+        "k1",
+        "the " + words[0],
+        words[-1],
+        words[0],
+        " ".join(words[:4]),
+        f"{words[1]} {words[-2]}",
+        f"{words[2]} {words[30]} {words[3]}",
+    ]
     owner = MemoryFilter(speakers=frozenset({"owner", "system"}))
     backend = await SqliteMemoryBackend.open(path)
     try:
         await backend.catch_up_history()
         with sqlite3.connect(path) as conn:
-            windowed = 0
+            fact_docs = _vocabulary(conn, "memory_facts_fts")
+            history_docs = _vocabulary(conn, "memory_history_fts")
+            windowed = dropped = exact = 0
             for query in queries:
-                expression = match_expression(query)
-                assert expression is not None
-                everyone = _reference_facts(conn, expression, None, False)
-                owners = _reference_facts(conn, expression, {"owner", "system"}, False)
-                with_archived = _reference_facts(conn, expression, None, True)
-                history = _reference_history(conn, expression, None)
-                owner_history = _reference_history(conn, expression, {"owner", "system"})
+                facts_expr, fewer, exacts = _reference_expression(query, fact_docs)
+                history_expr, _, _ = _reference_expression(query, history_docs)
+                dropped += fewer > 0
+                exact += exacts > 0
+                everyone = _reference_facts(conn, facts_expr, None, False)
+                owners = _reference_facts(conn, facts_expr, {"owner", "system"}, False)
+                with_archived = _reference_facts(conn, facts_expr, None, True)
+                history = _reference_history(conn, history_expr, None)
+                owner_history = _reference_history(conn, history_expr, {"owner", "system"})
                 for limit in (1, 10, 50):
                     got = [f.id for f in await backend.search(query, limit=limit)]
                     assert got == everyone[:limit], query
@@ -175,9 +227,11 @@ async def test_rankings_equal_the_reference_on_a_fixed_corpus(tmp_path: Path, mo
                     assert [m.id for m in messages] == owner_history[:limit], query
                 matches = conn.execute(
                     "SELECT COUNT(*) FROM memory_facts_fts WHERE memory_facts_fts MATCH ?",
-                    (expression,),
+                    (facts_expr,),
                 ).fetchone()[0]
                 windowed += matches > WINDOW
             assert windowed >= 5, "the corpus must exercise the rank window"
+            assert dropped >= 5, "the corpus must exercise dropping common words"
+            assert exact >= 5, "the corpus must exercise matching a common word exactly"
     finally:
         await backend.aclose()

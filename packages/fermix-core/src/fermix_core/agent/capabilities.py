@@ -176,8 +176,18 @@ class CapabilityRegistry:
         return spec.timeout_seconds if spec.timeout_seconds is not None else self.timeout_seconds
 
     def deferred(self, spec: ToolSpec) -> bool:
-        """Whether *spec*'s schema leaves the wire (only ever while deferral is on)."""
-        return self.deferral and (spec.deferred or spec.name in self._third_party)
+        """Whether *spec*'s schema leaves the wire (only ever while deferral is on).
+
+        The spec decides when it says (``deferred=True``/``False``); otherwise third-party
+        tools are deferred and first-party ones are not. Run-time tools (MCP) always are.
+        """
+        if not self.deferral:
+            return False
+        if spec.name in self._runtime:
+            return True
+        if spec.deferred is not None:
+            return spec.deferred
+        return spec.name in self._third_party
 
     # ------------------------------------------------------------------ building
 

@@ -211,6 +211,7 @@ def search(
         if source in ("memories", "all"):
             facts = await backend.search(query, limit=limit, include_archived=archived)
         if source in ("history", "all"):
+            await backend.catch_up_history()  # a search alone leaves a large backlog
             history = await backend.search_history(query, limit=limit)
         return facts, history
 

@@ -360,6 +360,14 @@ class MemoryBackend(ABC):
         """The newest *limit* messages after *after_id* by *speakers*, oldest first."""
         return []
 
+    async def catch_up_history(self) -> int:
+        """Bring a history index up to date; returns how many messages it covered.
+
+        The daemon calls it after each reply, off the turn path, so a search never has a
+        long backlog to index first. The default keeps no index: nothing to do.
+        """
+        return 0
+
     async def describe(self, *, where: MemoryFilter | None = None) -> dict[str, object]:
         """Counts for ``memory_sources_list``: active facts per category, archived, history."""
         facts = await self.list(include_archived=True, where=where)

@@ -125,12 +125,36 @@ class FencedMemory(str):
         return value
 
 
+#: A tag pattern matches only text holding one of these (a bracket, or the first character
+#: of an escaped bracket or slash: ``&lt;``, ``%3c``, ``\\u003c``), after normalising.
+_TAG_CHARS = "<[/&%\\"
+
+
 def scan(text: str) -> list[str]:
     """The kinds of injection marker in *text* (empty when it looks like plain data)."""
     folded = probe(normalized(text))
+    return _kinds(folded, _tag_spans(folded))
+
+
+def _tag_spans(folded: str) -> list[tuple[int, int, str]]:
+    """Every tag-like marker in *folded* (a :func:`probe`), as ``(start, end, kind)``."""
+    if not any(c in folded for c in _TAG_CHARS):
+        return []  # every tag pattern needs one of these; most memories have none
+    spans: list[tuple[int, int, str]] = []
+    for kind, pattern in _patterns()[0]:
+        spans += [(*m.span(), kind) for m in pattern.finditer(folded) if m.end() > m.start()]
+    return spans
+
+
+def _kinds(folded: str, spans: list[tuple[int, int, str]]) -> list[str]:
+    """The marker kinds of *folded*: its tag *spans*' kinds, then the phrases found."""
+    found = {kind for *_, kind in spans}
     kinds: list[str] = []
     tags, phrases = _patterns()
-    for kind, pattern in (*tags, *phrases):
+    for kind, _ in tags:
+        if kind in found and kind not in kinds:
+            kinds.append(kind)
+    for kind, pattern in phrases:
         if kind not in kinds and pattern.search(folded):
             kinds.append(kind)
     return kinds
@@ -150,10 +174,11 @@ def _escape(text: str) -> str:
 def neutralize_tags(text: str) -> str:
     """*text* normalised, with every tag-like marker neutralised; lines are kept."""
     plain = normalized(text)
-    folded = probe(plain)
-    spans: list[tuple[int, int, str]] = []
-    for kind, pattern in _patterns()[0]:
-        spans += [(*m.span(), kind) for m in pattern.finditer(folded) if m.end() > m.start()]
+    return _neutralized(plain, _tag_spans(probe(plain)))
+
+
+def _neutralized(plain: str, spans: list[tuple[int, int, str]]) -> str:
+    """*plain* with the marker *spans* (found in its probe, same offsets) neutralised."""
     if not spans:
         return plain
     out: list[str] = []
@@ -168,17 +193,23 @@ def neutralize_tags(text: str) -> str:
     return "".join(out)
 
 
+def _one_line(text: str) -> str:
+    plain = " ".join(text.split())
+    if len(plain) > MAX_ITEM_CHARS:
+        plain = plain[: MAX_ITEM_CHARS - 1].rstrip() + "…"
+    return plain
+
+
 def neutralize(text: str) -> tuple[str, list[str]]:
     """*text* safe to place inside a fence, and the marker kinds found in it.
 
     The result is normalised (NFKC, invisible controls removed), its tag-like markers are
     escaped, and its whitespace — newlines included — collapses to single spaces.
     """
-    kinds = scan(text)
-    plain = " ".join(neutralize_tags(text).split())
-    if len(plain) > MAX_ITEM_CHARS:
-        plain = plain[: MAX_ITEM_CHARS - 1].rstrip() + "…"
-    return plain, kinds
+    plain = normalized(text)
+    folded = probe(plain)
+    spans = _tag_spans(folded)  # found once, for the kinds and for the escaping
+    return _one_line(_neutralized(plain, spans)), _kinds(folded, spans)
 
 
 def _describe(item: MemoryFact | HistoryMessage | str) -> tuple[str, str, str, str]:
@@ -205,7 +236,8 @@ def render_item(item: MemoryFact | HistoryMessage | str) -> tuple[str, Injection
     """One fenced line for *item*, and its flag when it carried injection markers."""
     source, text, label, bits = _describe(item)
     safe, kinds = neutralize(text)
-    safe_bits, _ = neutralize(bits) if bits else ("", [])
+    # The details are ours but for a key or chat id: escaped the same way, never flagged.
+    safe_bits = _one_line(neutralize_tags(bits)) if bits else ""
     parts = ["-"]
     if label:
         parts.append(label)

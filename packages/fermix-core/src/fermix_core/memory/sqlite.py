@@ -11,16 +11,24 @@ shared ``schema_version`` table, so history and memory migrate independently):
   searches need them); visibility is filtered in the join.
 * ``memory_history_fts`` — an external-content FTS5 index over the conversation store's
   ``messages.text``. This module never writes the store's tables, so there are no triggers
-  on them; instead the index catches up lazily from a watermark (``memory_state``) before
-  history is searched. That is sound because the store only ever appends messages: row ids
-  grow, and a row, once committed, never changes or disappears.
+  on them; instead the index catches up from a watermark (``memory_state``): the daemon
+  calls :meth:`SqliteMemoryBackend.catch_up_history` after each reply, and a search
+  indexes only a small backlog itself. That is sound because the store only ever appends
+  messages: row ids grow, and a row, once committed, never changes or disappears.
+* ``memory_fact_terms`` / ``memory_history_terms`` (schema version 2) — per word, how many
+  indexed rows hold it, kept in the same transactions as the indexes (the fact triggers,
+  each catch-up batch) through ``memory_terms_scratch``, a contentless index with the same
+  tokenizer that turns a row's text into the index's own words.
 
-Ranking is bm25 (content weighs twice a key), ties broken by recency, over the newest
-``RANK_WINDOW`` (5,000) visible matches: a common word can match most of a large memory,
-and scoring every match would cost each recall hundreds of milliseconds. Query text never
-reaches FTS5 syntax: it is cut into words, each quoted, words of three or more letters
-matched as prefixes ("deploy" finds "deployment"), common English stop words dropped, and
-the words OR-ed — so ``"``, ``NOT`` or ``(`` are just text.
+Ranking: the query's rarest words lead (by those counts, the rarest always, the next ones
+while they match at most ``TERM_BUDGET`` rows together; a word over it alone is matched
+exactly, not as a prefix), then bm25 (content weighs twice a key), ties broken by recency,
+over the newest ``RANK_WINDOW`` (200) visible matches. A common word would otherwise make
+every recall walk a large share of memory for ten results: bm25 weighs each word by
+walking every row that holds it. Query text never reaches FTS5 syntax: it is cut into
+words, each quoted, words of three or more letters matched as prefixes ("deploy" finds
+"deployment"), common English stop words dropped, and the words OR-ed — so ``"``,
+``NOT`` or ``(`` are just text.
 
 One connection per backend, used by one worker thread at a time (a ``CapacityLimiter(1)``),
 WAL journaling, and ``BEGIN IMMEDIATE`` for every write, so the daemon, the CLI and the
@@ -61,6 +69,7 @@ from fermix_core.memory.sqlite_schema import (
     MemorySchemaError,
     connect,
     match_expression,
+    match_terms,
 )
 
 __all__ = [
@@ -162,11 +171,11 @@ class SqliteMemoryBackend(MemoryBackend):
         include_archived: bool = False,
         where: MemoryFilter | None = None,
     ) -> list[MemoryFact]:
-        expression = match_expression(query)
-        if expression is None or limit < 1:
+        terms = match_terms(query)
+        if not terms or limit < 1:
             return []
         cats = normalize_categories(categories)
-        return await self._call(SyncMemory.search, expression, limit, cats, include_archived, where)
+        return await self._call(SyncMemory.search, terms, limit, cats, include_archived, where)
 
     async def forget(self, id: str) -> bool:
         return await self._call(SyncMemory.forget, id)
@@ -196,10 +205,10 @@ class SqliteMemoryBackend(MemoryBackend):
     async def search_history(
         self, query: str, *, limit: int = 10, where: MemoryFilter | None = None
     ) -> list[HistoryMessage]:
-        expression = match_expression(query)
-        if expression is None or limit < 1:
+        terms = match_terms(query)
+        if not terms or limit < 1:
             return []
-        return await self._call(SyncMemory.search_history, expression, limit, where)
+        return await self._call(SyncMemory.search_history, terms, limit, where)
 
     async def recent_messages(
         self,
@@ -211,8 +220,16 @@ class SqliteMemoryBackend(MemoryBackend):
         return await self._call(SyncMemory.recent_messages, after_id, sorted(set(speakers)), limit)
 
     async def catch_up_history(self) -> int:
-        """Bring the history index up to date now (search does it on its own)."""
-        return await self._call(SyncMemory.catch_up_history)
+        """Bring the history index up to date now; returns how many message ids it covered.
+
+        One batch per worker call, so a search waiting behind a long backlog runs between
+        batches. A search indexes a small backlog itself; the daemon calls this after each
+        reply, off the turn path.
+        """
+        seen = 0
+        while step := await self._call(SyncMemory.catch_up_batch):
+            seen += step
+        return seen
 
     async def describe(self, *, where: MemoryFilter | None = None) -> dict[str, object]:
         counts = await self._call(SyncMemory.fact_counts, where)

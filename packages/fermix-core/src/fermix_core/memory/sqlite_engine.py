@@ -10,8 +10,10 @@ value is bound.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -38,14 +40,26 @@ from fermix_core.memory.backend import (
     replacement_key,
 )
 
-__all__ = ["HISTORY_BATCH", "RANK_WINDOW", "SyncMemory"]
+__all__ = ["HISTORY_BATCH", "HISTORY_INLINE", "RANK_WINDOW", "TERM_BUDGET", "SyncMemory"]
 
 #: Messages indexed per catch-up transaction, so a large backlog never holds the write
-#: lock long enough to stall a turn's commit.
-HISTORY_BATCH = 20_000
+#: lock (or the backend's worker) long enough to stall a turn.
+HISTORY_BATCH = 5_000
+#: A history search indexes at most this many new messages itself; a larger backlog is
+#: left to the background catch-up (after each reply), so a recall
+#: never pays for it.
+HISTORY_INLINE = 1_000
 #: A search ranks (bm25) at most this many visible matches, the newest ones: past that, a
 #: common word would make every recall score a large share of memory for ten results.
-RANK_WINDOW = 5_000
+RANK_WINDOW = 200
+#: How many rows the words that lead a search may match together (by the stored per-word
+#: counts): the rarest word always leads, the next rarest join while the sum stays within
+#: this, and the rest are dropped; a word over it on its own is matched exactly, not as a
+#: prefix. bm25 walks every row holding a word to weigh it, so this bounds that walk.
+TERM_BUDGET = 5_000
+#: Token characters as the ``unicode61`` tokenizer sees them (letters and digits, so
+#: ``foo_bar`` is two tokens); only used to look words up in the per-word counts.
+_TOKEN = re.compile(r"[^\W_]+")
 _HISTORY_WATERMARK = "history_indexed_id"
 _SEQ = "seq"
 
@@ -143,6 +157,18 @@ def _message_filter(where: MemoryFilter | None) -> tuple[str, list[Any]]:
     return sql, params
 
 
+def _fold(token: str) -> str:
+    """*token* as ``unicode61 remove_diacritics 2`` stores it (lower case, no accents)."""
+    decomposed = unicodedata.normalize("NFD", token.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def _above(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with *prefix*."""
+    last = ord(prefix[-1])
+    return None if last >= 0x10FFFF else prefix[:-1] + chr(last + 1)
+
+
 def _category_filter(categories: Iterable[MemoryCategory | str] | None) -> tuple[str, list[Any]]:
     cats = normalize_categories(categories)
     if cats is None:
@@ -161,6 +187,7 @@ class SyncMemory:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
+        self._has_history = False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -355,9 +382,49 @@ class SyncMemory:
     def get_by_key(self, key: str) -> MemoryFact | None:
         return self._active_by_key(key)
 
+    def _docs(self, table: str, token: str, prefix: bool) -> int:
+        """Rows of *table*'s index holding *token* (as a prefix: summed over its words)."""
+        if not prefix:
+            sql = f"SELECT COALESCE(SUM(docs), 0) FROM {table} WHERE term = ?"  # noqa: S608
+            return int(self.conn.execute(sql, (token,)).fetchone()[0])
+        upper = _above(token)
+        sql = f"SELECT COALESCE(SUM(docs), 0) FROM {table} WHERE term >= ?"  # noqa: S608
+        args: tuple[str, ...] = (token,)
+        if upper is not None:
+            sql, args = f"{sql} AND term < ?", (token, upper)
+        return int(self.conn.execute(sql, args).fetchone()[0])
+
+    def _weigh(self, table: str, term: str) -> tuple[int, str]:
+        """How many rows *term* matches, and the term to search (see :data:`TERM_BUDGET`)."""
+        tokens = [_fold(t) for t in _TOKEN.findall(term)]
+        if not tokens:
+            return 0, term
+        head = min((self._docs(table, t, False) for t in tokens[:-1]), default=None)
+        last = self._docs(table, tokens[-1], term.endswith("*"))
+        if term.endswith("*") and last > TERM_BUDGET:
+            # Common enough on its own: its prefix family only adds cost, so match the
+            # word itself if it occurs as one (a partial word still needs the prefix).
+            exact = self._docs(table, tokens[-1], False)
+            if exact:
+                term, last = term[:-1], exact
+        return (last if head is None else min(head, last)), term
+
+    def _leading(self, table: str, terms: Sequence[str]) -> str:
+        """The MATCH expression of *terms*' rarest words, within :data:`TERM_BUDGET` rows."""
+        weighed = sorted(
+            ((*self._weigh(table, t), i) for i, t in enumerate(terms)), key=lambda w: (w[0], w[2])
+        )
+        total, kept = weighed[0][0], [weighed[0][1:]]
+        for rows, term, i in weighed[1:]:
+            if total + rows > TERM_BUDGET:
+                break  # ascending: no later word fits either
+            total += rows
+            kept.append((term, i))
+        return " OR ".join(term for term, _ in sorted(kept, key=lambda k: k[1]))
+
     def search(
         self,
-        expression: str,
+        terms: Sequence[str],
         limit: int,
         categories: Iterable[MemoryCategory | str] | None,
         include_archived: bool,
@@ -366,6 +433,7 @@ class SyncMemory:
         cat_sql, cat_params = _category_filter(categories)
         where_sql, where_params = _fact_filter(where)
         archived = "" if include_archived else " AND f.archived = 0"
+        expression = self._leading("memory_fact_terms", terms)
         # Inner: the newest RANK_WINDOW visible matches, walked in rowid order (cheap, and
         # bm25 is only computed for rows that pass the filters). Outer: rank those.
         rows = self.conn.execute(
@@ -407,11 +475,14 @@ class SyncMemory:
     # ------------------------------------------------------------------ history
 
     def _history_tables(self) -> bool:
+        if self._has_history:  # once created, the store's tables stay
+            return True
         rows = self.conn.execute(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
             "AND name IN ('messages', 'conversations')"
         ).fetchone()
-        return int(rows[0]) == 2
+        self._has_history = int(rows[0]) == 2
+        return self._has_history
 
     def _watermark(self) -> int:
         row = self.conn.execute(
@@ -419,42 +490,69 @@ class SyncMemory:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def catch_up_history(self) -> int:
-        """Index messages appended since the last catch-up; returns how many rows it read."""
+    def backlog(self) -> int:
+        """How many message ids past the history index's watermark (0: up to date)."""
         if not self._history_tables():
             return 0
         top = self.conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
-        if top is None or int(top) <= self._watermark():
+        return 0 if top is None else max(int(top) - self._watermark(), 0)
+
+    def catch_up_batch(self) -> int:
+        """Index up to :data:`HISTORY_BATCH` messages past the watermark in one transaction.
+
+        Returns how many ids it covered; 0 when the index is up to date. The messages' word
+        counts (``memory_history_terms``) move in the same transaction.
+        """
+        if not self._history_tables():
             return 0
+        with self._write() as conn:
+            mark = self._watermark()  # another process may have caught up meanwhile
+            top = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
+            end = min(int(top or 0), mark + HISTORY_BATCH)
+            if mark >= end:
+                return 0
+            rows = (
+                "SELECT id, text FROM messages WHERE id > ? AND id <= ? "
+                "AND role IN ('user', 'assistant') AND kind IN ('message', 'summary') "
+                "AND text != ''"
+            )
+            conn.execute(f"INSERT INTO memory_history_fts (rowid, text) {rows}", (mark, end))
+            conn.execute(f"INSERT INTO memory_terms_scratch (rowid, content) {rows}", (mark, end))
+            conn.execute(
+                "INSERT INTO memory_history_terms (term, docs) SELECT term, doc "
+                "FROM memory_terms_scratch_v WHERE 1 ON CONFLICT (term) "
+                "DO UPDATE SET docs = docs + excluded.docs"
+            )
+            conn.execute(
+                "INSERT INTO memory_terms_scratch (memory_terms_scratch) VALUES ('delete-all')"
+            )
+            conn.execute(
+                "INSERT INTO memory_state (name, value) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (_HISTORY_WATERMARK, str(end)),
+            )
+        return end - mark
+
+    def catch_up_history(self) -> int:
+        """Index every message appended since the last catch-up; returns how many ids."""
         seen = 0
-        while True:
-            with self._write() as conn:
-                mark = self._watermark()  # another process may have caught up meanwhile
-                end = min(int(top), mark + HISTORY_BATCH)
-                if mark >= end:
-                    return seen
-                conn.execute(
-                    "INSERT INTO memory_history_fts (rowid, text) SELECT id, text FROM messages "
-                    "WHERE id > ? AND id <= ? AND role IN ('user', 'assistant') "
-                    "AND kind IN ('message', 'summary') AND text != ''",
-                    (mark, end),
-                )
-                conn.execute(
-                    "INSERT INTO memory_state (name, value) VALUES (?, ?) "
-                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                    (_HISTORY_WATERMARK, str(end)),
-                )
-            seen += end - mark
-            if end >= int(top):
-                return seen
+        while step := self.catch_up_batch():
+            seen += step
+        return seen
+
+    def _catch_up_small(self) -> None:
+        """Index a backlog of at most :data:`HISTORY_INLINE` messages; leave a larger one."""
+        if 0 < self.backlog() <= HISTORY_INLINE:
+            self.catch_up_history()
 
     def search_history(
-        self, expression: str, limit: int, where: MemoryFilter | None
+        self, terms: Sequence[str], limit: int, where: MemoryFilter | None
     ) -> list[HistoryMessage]:
         if not self._history_tables():
             return []
-        self.catch_up_history()
+        self._catch_up_small()
         where_sql, params = _message_filter(where)
+        expression = self._leading("memory_history_terms", terms)
         rows = self.conn.execute(
             f"SELECT {_PLAIN_MESSAGE_COLUMNS} FROM (SELECT {_MESSAGE_COLUMNS}, "  # noqa: S608
             "bm25(memory_history_fts) AS score FROM memory_history_fts "
@@ -485,7 +583,7 @@ class SyncMemory:
     def history_counts(self, where: MemoryFilter | None) -> dict[str, Any]:
         if not self._history_tables():
             return {"available": False, "reason": "no conversation history in memory.db yet"}
-        self.catch_up_history()
+        self._catch_up_small()
         where_sql, params = _message_filter(where)
         messages, conversations = self.conn.execute(
             "SELECT COUNT(*), COUNT(DISTINCT m.conversation_id) FROM messages m "  # noqa: S608

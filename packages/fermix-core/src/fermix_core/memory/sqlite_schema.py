@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from fermix_core.memory.backend import MemoryCategory, MemoryUnavailableError
@@ -15,15 +16,18 @@ from fermix_core.sqlite_files import create_private, open_connection, use_wal
 __all__ = [
     "BUSY_TIMEOUT_S",
     "COMPONENT",
+    "MIGRATIONS",
     "SCHEMA_VERSION",
     "MemoryDatabaseError",
     "MemorySchemaError",
     "connect",
     "match_expression",
+    "match_terms",
+    "rebuild_term_counts",
 ]
 
 COMPONENT = "memory"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 10.0
 _MAX_QUERY_TERMS = 24
 
@@ -40,7 +44,7 @@ _STOPWORDS = frozenset(
 _CATEGORY_CHECK = ", ".join(f"'{c.value}'" for c in MemoryCategory)
 _TOKENIZER = "unicode61 remove_diacritics 2"
 
-_CREATE = (
+_V1 = (
     # Same shape as the conversation store's own definition, whichever component comes first.
     "CREATE TABLE IF NOT EXISTS schema_version "
     "(component VARCHAR NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (component))",
@@ -85,6 +89,89 @@ _CREATE = (
     "CREATE TABLE IF NOT EXISTS memory_state (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 
+#: Adds each word's count of rows for both indexes (``memory_fact_terms``,
+#: ``memory_history_terms``), so a search can tell its rare words from its common ones
+#: without walking doclists. The words of a row are read back from a contentless scratch
+#: index with the same tokenizer (``memory_terms_scratch``, empty between statements), so
+#: the counts use exactly the index's own tokens; the fact triggers keep them in the same
+#: transaction as the fact. Existing indexes are counted once, here.
+_V2 = (
+    "CREATE VIRTUAL TABLE memory_terms_scratch USING fts5(content, key, content='', "
+    f"tokenize='{_TOKENIZER}')",
+    "CREATE VIRTUAL TABLE memory_terms_scratch_v USING fts5vocab(memory_terms_scratch, row)",
+    "CREATE TABLE memory_fact_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE memory_history_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) "
+    "WITHOUT ROWID",
+    "DROP TRIGGER IF EXISTS memory_facts_ai",
+    "DROP TRIGGER IF EXISTS memory_facts_ad",
+    "DROP TRIGGER IF EXISTS memory_facts_au",
+    "CREATE TRIGGER memory_facts_ai AFTER INSERT ON memory_facts BEGIN "
+    "INSERT INTO memory_facts_fts (rowid, content, key) VALUES (new.id, new.content, new.key); "
+    "INSERT INTO memory_terms_scratch (rowid, content, key) VALUES (1, new.content, new.key); "
+    "INSERT INTO memory_fact_terms (term, docs) SELECT term, doc FROM memory_terms_scratch_v "
+    "WHERE 1 ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs; "
+    "INSERT INTO memory_terms_scratch (memory_terms_scratch) VALUES ('delete-all'); END",
+    "CREATE TRIGGER memory_facts_ad AFTER DELETE ON memory_facts BEGIN "
+    "INSERT INTO memory_facts_fts (memory_facts_fts, rowid, content, key) "
+    "VALUES ('delete', old.id, old.content, old.key); "
+    "INSERT INTO memory_terms_scratch (rowid, content, key) VALUES (1, old.content, old.key); "
+    "INSERT INTO memory_fact_terms (term, docs) SELECT term, doc FROM memory_terms_scratch_v "
+    "WHERE 1 ON CONFLICT (term) DO UPDATE SET docs = docs - excluded.docs; "
+    "INSERT INTO memory_terms_scratch (memory_terms_scratch) VALUES ('delete-all'); END",
+    "CREATE TRIGGER memory_facts_au AFTER UPDATE OF content, key ON memory_facts BEGIN "
+    "INSERT INTO memory_facts_fts (memory_facts_fts, rowid, content, key) "
+    "VALUES ('delete', old.id, old.content, old.key); "
+    "INSERT INTO memory_facts_fts (rowid, content, key) VALUES (new.id, new.content, new.key); "
+    "INSERT INTO memory_terms_scratch (rowid, content, key) VALUES (1, old.content, old.key); "
+    "INSERT INTO memory_fact_terms (term, docs) SELECT term, doc FROM memory_terms_scratch_v "
+    "WHERE 1 ON CONFLICT (term) DO UPDATE SET docs = docs - excluded.docs; "
+    "INSERT INTO memory_terms_scratch (memory_terms_scratch) VALUES ('delete-all'); "
+    "INSERT INTO memory_terms_scratch (rowid, content, key) VALUES (1, new.content, new.key); "
+    "INSERT INTO memory_fact_terms (term, docs) SELECT term, doc FROM memory_terms_scratch_v "
+    "WHERE 1 ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs; "
+    "INSERT INTO memory_terms_scratch (memory_terms_scratch) VALUES ('delete-all'); END",
+)
+
+_COUNTED = {"memory_fact_terms": "memory_facts_fts", "memory_history_terms": "memory_history_fts"}
+
+
+def rebuild_term_counts(conn: sqlite3.Connection, table: str) -> None:
+    """Recount *table* (``memory_fact_terms`` or ``memory_history_terms``) from its index.
+
+    One pass over the whole index, in the caller's transaction: for the migration, and for
+    bulk loads that fill an index directly instead of through the triggers.
+    """
+    index = _COUNTED[table]
+    vocab = f"temp.{index}_rebuild_v"
+    conn.execute(f"CREATE VIRTUAL TABLE {vocab} USING fts5vocab(main, {index}, row)")
+    try:
+        conn.execute(f"DELETE FROM {table}")  # noqa: S608 - constant names
+        conn.execute(f"INSERT INTO {table} (term, docs) SELECT term, doc FROM {vocab}")  # noqa: S608
+    finally:
+        conn.execute(f"DROP TABLE {vocab}")
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    for statement in _V1:
+        conn.execute(statement)
+
+
+def _add_term_counts(conn: sqlite3.Connection) -> None:
+    for statement in _V2:
+        conn.execute(statement)
+    for table in _COUNTED:
+        rebuild_term_counts(conn, table)
+
+
+#: ``{target_version: upgrade from the version before}``, run in order inside one
+#: ``BEGIN IMMEDIATE`` transaction: a fresh file runs them all, an older one every step
+#: after its version, so a crash or a failing step leaves the file as it was. A change
+#: appends the next version and bumps :data:`SCHEMA_VERSION`.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _create_v1,
+    2: _add_term_counts,
+}
+
 
 class MemoryDatabaseError(MemoryUnavailableError):
     """``memory.db`` cannot be opened, read or written; the message says what to check."""
@@ -94,15 +181,19 @@ class MemorySchemaError(MemoryDatabaseError):
     """``memory.db`` holds a memory schema newer than this build; nothing was written."""
 
 
-def match_expression(query: str) -> str | None:
-    """The FTS5 MATCH text for free-form *query*, or ``None`` when it has no words."""
+def match_terms(query: str) -> list[str]:
+    """The FTS5 terms for free-form *query*: each word quoted, three letters or more a prefix."""
     words: list[str] = []
     for word in _WORD.findall((query or "").lower()):
         if word not in words:
             words.append(word)
     meaningful = [w for w in words if w not in _STOPWORDS] or words
-    terms = [f'"{w}"*' if len(w) >= 3 else f'"{w}"' for w in meaningful[:_MAX_QUERY_TERMS]]
-    return " OR ".join(terms) or None
+    return [f'"{w}"*' if len(w) >= 3 else f'"{w}"' for w in meaningful[:_MAX_QUERY_TERMS]]
+
+
+def match_expression(query: str) -> str | None:
+    """The FTS5 MATCH text for free-form *query*, or ``None`` when it has no words."""
+    return " OR ".join(match_terms(query)) or None
 
 
 # --------------------------------------------------------------------------- opening
@@ -142,8 +233,8 @@ def connect(path: Path) -> sqlite3.Connection:
                 found = _read_version(conn)  # another process may have created it meanwhile
                 _check_version(found, path)
                 if found < SCHEMA_VERSION:
-                    for statement in _CREATE:
-                        conn.execute(statement)
+                    for version in range(found + 1, SCHEMA_VERSION + 1):
+                        MIGRATIONS[version](conn)
                     conn.execute(
                         "INSERT INTO schema_version (component, version) VALUES (?, ?) "
                         "ON CONFLICT (component) DO UPDATE SET version = excluded.version",

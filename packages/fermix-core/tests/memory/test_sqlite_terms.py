@@ -1,0 +1,173 @@
+"""Memory schema v2: per-word row counts, the migration of older files, and the history backlog.
+
+The counts (``memory_fact_terms``, ``memory_history_terms``) must always equal what the FTS
+indexes themselves hold — read back here through ``fts5vocab`` — after every kind of write,
+after the history catch-up, and after migrating a version-1 file that already has data.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from fermix_core.memory import MemoryCategory, Provenance, sqlite_engine
+from fermix_core.memory.sqlite import SCHEMA_VERSION, SqliteMemoryBackend
+from fermix_core.memory.sqlite_schema import MIGRATIONS
+from fermix_core.store import ConversationStore
+
+pytestmark = pytest.mark.anyio
+
+OWNER = Provenance(speaker="owner")
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def counts(conn: sqlite3.Connection, table: str) -> dict[str, int]:
+    rows = conn.execute(f"SELECT term, docs FROM {table} WHERE docs != 0").fetchall()  # noqa: S608
+    return dict(rows)
+
+
+def index_counts(conn: sqlite3.Connection, index: str) -> dict[str, int]:
+    conn.execute(f"CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, {index}, row)")
+    try:
+        return dict(conn.execute("SELECT term, doc FROM temp.v").fetchall())
+    finally:
+        conn.execute("DROP TABLE temp.v")
+
+
+def assert_counts_match(path: Path) -> None:
+    with raw(path) as conn:
+        assert counts(conn, "memory_fact_terms") == index_counts(conn, "memory_facts_fts")
+        assert counts(conn, "memory_history_terms") == index_counts(conn, "memory_history_fts")
+        scratch = conn.execute("SELECT COUNT(*) FROM memory_terms_scratch_v").fetchone()[0]
+        assert scratch == 0, "the scratch index is empty between statements"
+
+
+def add_messages(path: Path, texts: list[str]) -> None:
+    with raw(path) as conn:
+        conn.execute("BEGIN")
+        start = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
+        conn.executemany(
+            "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, speaker, "
+            "sender_id, body, text, created_at) VALUES (1, NULL, ?, ?, 'message', 'user', "
+            "'owner', NULL, '{}', ?, 0)",
+            [(start + i, start + i, text) for i, text in enumerate(texts, 1)],
+        )
+        conn.execute("COMMIT")
+
+
+async def new_home(tmp_path: Path) -> Path:
+    path = tmp_path / "memory.db"
+    store = await ConversationStore.open(path)
+    await store.conversation_id(("cli", "s", None))
+    await store.close()
+    return path
+
+
+async def test_word_counts_follow_every_kind_of_write(tmp_path: Path) -> None:
+    path = await new_home(tmp_path)
+    backend = await SqliteMemoryBackend.open(path)
+    try:
+        assert_counts_match(path)
+        first = await backend.store(MemoryCategory.CONTEXT, "Café deploys café", provenance=OWNER)
+        await backend.store(MemoryCategory.CONTEXT, "deploy walrus", provenance=OWNER)
+        keyed = await backend.store(
+            MemoryCategory.PREFERENCE, "tea walrus", key="drink_pref", provenance=OWNER
+        )
+        assert_counts_match(path)
+        await backend.store(
+            MemoryCategory.PREFERENCE, "coffee only", key="drink_pref", provenance=OWNER
+        )
+        assert_counts_match(path)  # an update moved its words
+        await backend.store(
+            MemoryCategory.CONTEXT, "narwhal", provenance=OWNER, replace_id=first.fact.id
+        )
+        assert await backend.forget(keyed.fact.id)
+        assert await backend.restore(keyed.fact.id)
+        assert_counts_match(path)  # archived facts stay indexed and counted
+        with raw(path) as conn:
+            conn.execute("DELETE FROM memory_facts WHERE id = ?", (int(first.fact.id),))
+            assert counts(conn, "memory_fact_terms").get("cafe") is None
+        assert_counts_match(path)
+        add_messages(path, ["walrus talk", "walrus and tea", "Ünïcode wörds"])
+        assert await backend.catch_up_history() == 3
+        assert_counts_match(path)
+        with raw(path) as conn:
+            assert counts(conn, "memory_history_terms")["walrus"] == 2
+            assert counts(conn, "memory_history_terms")["unicode"] == 1
+    finally:
+        await backend.aclose()
+
+
+async def test_a_version_1_file_with_data_is_migrated_in_place(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sqlite_engine, "TERM_BUDGET", 25)  # narwhal: 20 rows, walrus: 40
+    path = await new_home(tmp_path)
+    with raw(path) as conn:  # the version-1 schema, as the previous release created it
+        conn.execute("BEGIN IMMEDIATE")
+        MIGRATIONS[1](conn)
+        conn.execute("INSERT INTO schema_version (component, version) VALUES ('memory', 1)")
+        conn.executemany(
+            "INSERT INTO memory_facts (category, key, content, folded, speaker, archived, "
+            "created_at, updated_at, seq) VALUES ('context', ?, ?, ?, 'owner', ?, 0, ?, ?)",
+            [
+                (f"k{i}" if i % 4 == 0 else None, text, text.lower(), i % 5 == 0, i, i)
+                for i, text in enumerate(
+                    [f"walrus fact {i}" if i % 3 else f"rare narwhal {i}" for i in range(60)], 1
+                )
+            ],
+        )
+        conn.execute("COMMIT")
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "memory_fact_terms" not in tables
+    add_messages(path, [f"history walrus {i}" for i in range(30)])
+    with raw(path) as conn:  # part of the history already indexed under version 1
+        conn.execute(
+            "INSERT INTO memory_history_fts (rowid, text) SELECT id, text FROM messages "
+            "WHERE id <= 20"
+        )
+        conn.execute("INSERT INTO memory_state (name, value) VALUES ('history_indexed_id', '20')")
+
+    backend = await SqliteMemoryBackend.open(path)
+    try:
+        with raw(path) as conn:
+            version = conn.execute(
+                "SELECT version FROM schema_version WHERE component = 'memory'"
+            ).fetchone()[0]
+            assert version == SCHEMA_VERSION == 2
+            assert conn.execute("SELECT COUNT(*) FROM memory_facts").fetchone()[0] == 60
+            assert counts(conn, "memory_history_terms")["walrus"] == 20
+        assert_counts_match(path)
+        hits = await backend.search("narwhal walrus", limit=50)
+        assert hits and all("narwhal" in f.content for f in hits), "the rare word leads"
+        assert await backend.catch_up_history() == 10
+        assert_counts_match(path)
+        await backend.store(MemoryCategory.CONTEXT, "walrus after the upgrade", provenance=OWNER)
+        assert_counts_match(path)  # the new triggers count
+    finally:
+        await backend.aclose()
+    reopened = await SqliteMemoryBackend.open(path)  # already current: nothing rerun
+    await reopened.aclose()
+    assert_counts_match(path)
+
+
+async def test_a_search_leaves_a_large_history_backlog_to_the_catch_up(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(sqlite_engine, "HISTORY_INLINE", 5)
+    monkeypatch.setattr(sqlite_engine, "HISTORY_BATCH", 4)
+    path = await new_home(tmp_path)
+    backend = await SqliteMemoryBackend.open(path)
+    try:
+        add_messages(path, [f"backlog dugong {i}" for i in range(9)])
+        assert await backend.search_history("dugong") == [], "9 > 5: not on the search path"
+        assert (await backend.describe())["history"]["indexed_through_id"] == 0
+        assert await backend.catch_up_history() == 9  # three batches, one worker call each
+        assert len(await backend.search_history("dugong", limit=20)) == 9
+        add_messages(path, ["fresh dugong"] * 3)
+        assert len(await backend.search_history("dugong", limit=20)) == 12, "a small one is"
+        assert_counts_match(path)
+    finally:
+        await backend.aclose()
