@@ -14,11 +14,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
+from fermix_core.testing.loopback import (
+    RecordedRequest,
+    Reply,
+    ThreadedLoopback,
+    chat_completion,
+)
 
 ANSWER = "Hello from the loopback model."
 
@@ -55,22 +59,7 @@ NOT_NEEDED = (
 
 
 def completion(request: RecordedRequest) -> Reply:
-    return Reply(
-        body={
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": "qwen3",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": ANSWER},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16},
-        }
-    )
+    return chat_completion(ANSWER)
 
 
 @pytest.fixture
