@@ -565,6 +565,16 @@ class SyncMemory:
         ).fetchall()
         return [_message(row) for row in rows]
 
+    def search_both(
+        self,
+        terms: Sequence[str],
+        limit: int,
+        facts_where: MemoryFilter | None,
+        history_where: MemoryFilter | None,
+    ) -> tuple[list[MemoryFact], list[HistoryMessage]]:
+        facts = self.search(terms, limit, None, False, facts_where)
+        return facts, self.search_history(terms, limit, history_where)
+
     def recent_messages(
         self, after_id: int, speakers: Sequence[str], limit: int
     ) -> list[HistoryMessage]:
