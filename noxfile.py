@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import nox
@@ -74,6 +75,12 @@ def wheels(session: nox.Session) -> None:
         "uv", "build", "--all-packages", "--wheel", "--no-sources", "-o", str(DIST), external=True
     )
     wheels_built = sorted(DIST.glob("*.whl"))
+    for wheel in wheels_built:
+        if wheel.name.startswith("fermix_agent-"):
+            continue  # the meta distribution ships no package of its own
+        with zipfile.ZipFile(wheel) as archive:
+            if not any(name.endswith("/py.typed") for name in archive.namelist()):
+                session.error(f"{wheel.name} has no py.typed marker; type checkers would see Any")
     names = {w.name.split("-")[0] for w in wheels_built}
     expected = {"fermix_agent", *(p.replace("-", "_") for p in PACKAGES)}
     if names != expected:

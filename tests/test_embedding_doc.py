@@ -264,3 +264,47 @@ def test_plugin_commands_are_documented_with_their_options(cli_doc: str) -> None
     missing = sorted(o for o in option_names(command) if o not in text)
     missing += [s for s in command.commands if f"fermix auth {s}" not in text]
     assert missing == []
+
+
+@pytest.mark.anyio
+async def test_the_selected_plugins_recipe_loads_exactly_what_it_names(
+    embedding_doc: str, tmp_path: Path, monkeypatch
+) -> None:
+    """The recipe, as printed, against a loopback Ollama (OLLAMA_BASE_URL points there)."""
+    from fermix_core.testing.loopback import LoopbackServer, Reply
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {"id": "c", "object": "chat.completion.chunk", "model": "qwen3", "choices": [choice]}
+
+    async def ollama(request) -> Reply:
+        body = request.json()
+        if body.get("stream"):
+            return Reply(
+                sse=[
+                    chunk({"role": "assistant", "content": "Lisbon, in May."}),
+                    chunk({}, "stop"),
+                    "[DONE]",
+                ]
+            )
+        message = {"role": "assistant", "content": "Lisbon, in May."}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return Reply(
+            body={"id": "c", "object": "chat.completion", "model": "qwen3", "choices": [choice]}
+        )
+
+    code = block_after(embedding_doc, "recipe: selected-plugins")
+    namespace: dict = {}
+    exec(compile(code, "embedding.md recipe", "exec"), namespace)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "fermix_core.keyring_backend.MemoryKeyring")
+    async with LoopbackServer(ollama) as server:
+        monkeypatch.setenv("OLLAMA_BASE_URL", f"{server.url}/v1")
+        text = await namespace["main"](str(tmp_path / "home"))
+    assert text == "Lisbon, in May."
+    offered = set()
+    for request in server.requests:
+        offered |= {t["function"]["name"] for t in request.json().get("tools", [])}
+    # First-party modules registered in process stay first-party: their tools go on the
+    # wire directly rather than behind tool_search.
+    assert {"memory_recall", "memory_store"} <= offered and "tool_search" not in offered
+    assert not offered & {"shell", "file_read", "web_fetch", "schedule_job"}

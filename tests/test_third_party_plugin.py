@@ -230,6 +230,7 @@ def test_cli_lists_the_plugin_as_json(weather: FakeDistribution, tmp_path: Path)
         "status": "loaded",
         "hooks": ["fermix_tools"],
         "error": None,
+        "warning": None,
     }
     assert by_name["providers.acme"]["status"] == "loaded"
     unhealthy = [p for p in report["plugins"] if p["status"] in ("failed", "conflict")]

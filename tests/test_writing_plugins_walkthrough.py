@@ -187,6 +187,55 @@ def test_the_pyproject_declares_the_entry_point_and_a_core_range(
     assert '"fermix-core>=0.1,<0.2"' in doc_text
 
 
+def _console_commands(doc_text: str) -> list[str]:
+    """The ``$ `` lines of the page's first console block (section 1, the project)."""
+    block = re.search(r"```console\n(.*?)```", doc_text, flags=re.DOTALL)
+    assert block, "section 1 lost its console block"
+    return [line[2:] for line in block.group(1).splitlines() if line.startswith("$ ")]
+
+
+def test_the_pages_install_commands_produce_its_pyproject(
+    tmp_path: Path, doc_text: str, pyproject: dict
+) -> None:
+    """Run section 1's commands as written; only the clone's location is the real one.
+
+    ``UV_OFFLINE``/``UV_FROZEN`` keep uv off the network (it edits pyproject.toml but neither
+    resolves nor installs), so the test checks what the commands write, on any machine.
+    """
+    import shlex
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    clone = tmp_path / "fermix"
+    clone.mkdir()
+    (clone / "packages").symlink_to(REPO / "packages")
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_FROZEN": "1", "UV_NO_PROGRESS": "1"}
+    env.pop("VIRTUAL_ENV", None)
+    cwd = tmp_path
+    commands = _console_commands(doc_text)
+    assert commands[0] == "uv init --lib fermix-weather"
+    for command in commands:
+        argv = shlex.split(command)
+        if argv[0] == "cd":
+            cwd = cwd / argv[1]
+            continue
+        assert argv[0] == "uv", f"section 1 runs only uv commands, not {command!r}"
+        done = subprocess.run(
+            [uv, *argv[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+    written = tomllib.loads((cwd / "pyproject.toml").read_text())
+    assert written["project"]["dependencies"] == pyproject["project"]["dependencies"]
+    assert written["dependency-groups"] == pyproject["dependency-groups"]
+    assert written["build-system"]["build-backend"] == pyproject["build-system"]["build-backend"]
+    assert written["tool"]["uv"]["sources"] == pyproject["tool"]["uv"]["sources"]
+    [(name, source)] = written["tool"]["uv"]["sources"].items()
+    assert name == "fermix-core" and source["editable"] is True
+    assert (cwd / source["path"]).resolve() == (REPO / "packages/fermix-core").resolve()
+
+
 def test_registration_module_imports_nothing_heavy(doc_files: dict[str, str]) -> None:
     plugin = doc_files["src/fermix_weather/plugin.py"]
     imported = set(re.findall(r"^(?:from|import)\s+([\w.]+)", plugin, flags=re.MULTILINE))
@@ -265,7 +314,11 @@ def test_the_walkthrough_tests_pass(
 def test_fermix_plugins_list_shows_the_plugin(
     installed: FakeDistribution, tmp_path: Path, doc_text: str
 ) -> None:
-    env = _subprocess_env(installed, tmp_path / "home", FERMIX_LOAD_PLUGINS=PLUGIN_NAME)
+    # The author's project environment holds fermix-core and the plugin only: load exactly
+    # those, so the table is the one the page shows.
+    env = _subprocess_env(
+        installed, tmp_path / "home", FERMIX_LOAD_PLUGINS=f"fermix-core,{PLUGIN_NAME}"
+    )
     command = [sys.executable, "-m", "fermix_core.cli", "plugins", "list"]
     as_json = subprocess.run(
         [*command, "--json"], env=env, capture_output=True, text=True, check=False, timeout=60
@@ -291,6 +344,15 @@ def test_fermix_plugins_list_shows_the_plugin(
             f"{DOC_NAME} shows the row {' '.join(row)!r} but fermix prints "
             f"{' '.join(real.get(row[0], [])) or table.stdout!r}; update the console block"
         )
+    # ... and no row of that environment is missing from the page.
+    in_author_env = {
+        name
+        for name, row in real.items()
+        if len(row) > 1 and row[1] in {"fermix-core", "fermix-weather"} and "loaded" in row
+    }
+    assert in_author_env == {row[0] for row in documented[1:]}, (
+        f"{DOC_NAME}'s table lacks rows fermix prints: {sorted(in_author_env)}"
+    )
 
 
 def test_fermix_config_validate_prints_what_the_page_shows(
@@ -425,3 +487,62 @@ def test_malformed_file_markers_are_rejected(markdown: str, problem: str) -> Non
 def test_the_extractor_keeps_blocks_verbatim() -> None:
     markdown = "<!-- file: src/x.py -->\n```python\n    indented = True\n\n# trailing\n```\n"
     assert extract_files(markdown) == {"src/x.py": "    indented = True\n\n# trailing\n"}
+
+
+@pytest.mark.anyio
+async def test_the_configured_section_reaches_the_tool_in_a_real_turn(
+    installed: FakeDistribution, fermix_home
+) -> None:
+    """ctx.settings() hands the tool the validated [fermix_weather] the operator wrote."""
+    from fermix_core.api import Fermix
+    from fermix_core.hookspecs import hookimpl
+    from fermix_core.messages import ToolCall, Turn
+    from fermix_core.specs import ModelInfo, ProviderSpec
+    from fermix_core.testing import FunctionProvider
+    from fermix_core.testing.loopback import LoopbackServer, Reply
+
+    async def open_meteo(request) -> Reply:
+        return Reply(
+            body={
+                "current": {"temperature_2m": 71.2, "wind_speed_10m": 9.0},
+                "current_units": {"temperature_2m": "°F", "wind_speed_10m": "km/h"},
+            }
+        )
+
+    seen = []
+
+    async def model(request):
+        seen.append(request)
+        if len(seen) == 1:
+            call = ToolCall(id="w1", name="weather_now", arguments={"latitude": 1, "longitude": 2})
+            return Turn(content="", tool_calls=[call], model="m1")
+        return Turn(content="done", model="m1")
+
+    class Harness:
+        @hookimpl
+        def fermix_providers(self):
+            yield ProviderSpec(
+                name="harness",
+                label="Harness",
+                factory=lambda spec, settings: FunctionProvider(model, name="harness"),
+                keyless=True,
+                default_model="m1",
+                models=(ModelInfo(id="m1", context_window=100_000),),
+            )
+
+    async with LoopbackServer(open_meteo) as server:
+        config = {
+            "fermix_core": {
+                "providers": {"harness": {"primary": True, "base_url": "http://127.0.0.1:9/x"}},
+                "memory": {"review_enabled": False},
+            },
+            "fermix_weather": {"units": "fahrenheit", "base_url": server.url},
+        }
+        async with Fermix.open(
+            fermix_home, config=config, plugins=[("providers.harness", Harness())]
+        ) as fx:
+            await fx.ask("weather?")
+    [request] = server.requests
+    assert "temperature_unit=fahrenheit" in request.path
+    result = next(m.tool_result for m in seen[1].messages if m.role == "tool")
+    assert result.text == "71.2°F, wind 9.0 km/h" and not result.is_error

@@ -55,6 +55,12 @@ def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
                     "[fermix_core.plugins] disabled",
                 )
             )
+        elif record.status == "loaded" and record.warning:
+            rows.append(
+                CheckResult(
+                    f"plugin {record.name}", Status.WARN, f"{record.source} {record.warning}"
+                )
+            )
         elif record.status == "blocked":
             rows.append(
                 CheckResult(f"plugin {record.name}", Status.WARN, record.error or "blocked")
@@ -72,6 +78,7 @@ def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
                 '"fermix-tools"), or check FERMIX_LOAD_PLUGINS and [fermix_core.plugins] disabled',
             )
         )
+    rows.extend(_unresolvable_references(ctx))
     for error in ctx.registry.errors:
         rows.append(
             CheckResult(
@@ -81,6 +88,59 @@ def check_plugins(ctx: DoctorContext) -> list[CheckResult]:
                 fix="report it to the plugin's author or disable one of the plugins named",
             )
         )
+    return rows
+
+
+def _unresolvable_references(ctx: DoctorContext) -> list[CheckResult]:
+    """Import every ``pkg.module:attr`` a registered spec names (factory, argument and config
+    models, handlers), so a typo is found here rather than when the model first calls it.
+
+    Channels are left to the channel rows, which check only enabled channels (a disabled
+    channel may lack its extra on purpose).
+    """
+    import dataclasses
+
+    from fermix_core.specs import SPEC_KINDS, resolve_ref
+
+    rows: list[CheckResult] = []
+    checked = 0
+    for kind in SPEC_KINDS:
+        if kind == "channel":
+            continue
+        for spec in ctx.registry.of(kind).values():
+            for item in dataclasses.fields(spec):
+                ref = getattr(spec, item.name)
+                if not isinstance(ref, str) or "Ref" not in str(item.type):
+                    continue
+                checked += 1
+                try:
+                    resolve_ref(ref)
+                except Exception as exc:  # any import-time failure is the finding
+                    source = ctx.registry.source_of(spec) or "?"
+                    cause = exc.__cause__ or exc  # resolve_ref wraps the import error
+                    missing = getattr(cause, "name", None)
+                    own = ref.partition(":")[0]
+                    extra = (
+                        isinstance(cause, ModuleNotFoundError)
+                        and missing is not None
+                        and not own.startswith(missing)
+                    )
+                    rows.append(
+                        CheckResult(
+                            f"{kind} {spec.name}",
+                            Status.WARN if extra else Status.FAIL,
+                            f"{item.name} {ref!r} from {source} cannot be imported: {exc}",
+                            fix=(
+                                f"install the package it needs ({missing}), or the extra of "
+                                "its distribution that provides it"
+                                if extra
+                                else "fix the import path in the plugin's spec, or upgrade "
+                                "or disable the distribution"
+                            ),
+                        )
+                    )
+    if checked and not rows:
+        rows.append(CheckResult("plugin references", Status.OK, f"{checked} import paths resolve"))
     return rows
 
 

@@ -11,11 +11,11 @@ reach for, so the same tool behaves identically in a main turn, a subagent and a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -29,6 +29,8 @@ from fermix_core.messages import (
     parts_text,
 )
 from fermix_core.specs import ToolSpec, resolve_ref
+
+SectionT = TypeVar("SectionT", bound=BaseModel)
 
 __all__ = [
     "NoArgs",
@@ -91,6 +93,28 @@ class ToolContext:
         except KeyError:
             raise ToolError(f"{name} is not available in this context") from None
 
+    def settings(self, path: str, model: type[SectionT]) -> SectionT:
+        """The validated ``[path]`` section of config.toml as an instance of *model*.
+
+        This is how a plugin's tool reads the section its ``ConfigSectionSpec`` owns
+        (``ctx.settings("fermix_weather", WeatherConfig)``): the daemon validated it at boot,
+        so an absent section is *model*'s defaults. A run with no loaded config (a tool
+        invoked directly in a test) gets the defaults too; a model without full defaults
+        then raises :class:`ToolError` naming the section.
+        """
+        config = self.services.get("config")
+        section = config.section(path) if config is not None else None
+        if isinstance(section, model):
+            return section
+        try:
+            return model.model_validate(section if section is not None else {})
+        except ValidationError as exc:
+            first = exc.errors()[0]["msg"]
+            raise ToolError(
+                f"[{path}] is not configured (or not valid) for this tool: {first}; "
+                "set it in config.toml"
+            ) from None
+
     @property
     def is_operator(self) -> bool:
         return self.trust is Trust.OPERATOR
@@ -109,6 +133,17 @@ class ToolOutput(BaseModel):
     @classmethod
     def _coerce_content(cls, value: Any) -> Any:
         return coerce_parts(value)
+
+    if TYPE_CHECKING:
+        # What the validator accepts, so ``ToolOutput(content="text")`` type-checks in a
+        # plugin under mypy/pyright strict; at run time pydantic's own __init__ runs.
+        def __init__(
+            self,
+            *,
+            content: str | Part | Sequence[str | Part] = ...,
+            is_error: bool = False,
+            data: Mapping[str, Any] = ...,
+        ) -> None: ...
 
     @classmethod
     def error(cls, message: str, **data: Any) -> ToolOutput:

@@ -67,6 +67,14 @@ def getenv(name: str) -> str:
     return os.environ.get(name, "<unset>")
 
 
+@server.tool(description="The HTTP request header NAME this call arrived with (or <none>).")
+def header(name: str, ctx: Context) -> str:
+    request = ctx.request_context.request
+    if request is None:
+        return "<none>"
+    return request.headers.get(name, "<none>")
+
+
 @server.tool(description="Register a new tool named late and announce it.")
 async def grow(ctx: Context) -> str:
     def late() -> str:

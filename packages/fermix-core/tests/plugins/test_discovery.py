@@ -88,9 +88,43 @@ def test_same_name_from_two_distributions_is_a_conflict_naming_both() -> None:
     assert next(r for r in records if r.name == "tools.fine").status == "pending"
 
 
-def test_conflict_wins_over_block_list() -> None:
+def test_a_conflict_names_the_remedy_and_disabling_one_distribution_resolves_it() -> None:
+    both = [
+        ep("tools.weather", "a", dist="fermix-weather", version="1.0"),
+        ep("tools.weather", "b", dist="fermix-weather-fork", version="0.3"),
+    ]
+    [first, _] = discover(entry_points=both)
+    assert 'disabled = ["fermix-weather"]' in first.error
+
+    records = discover(entry_points=both, disabled=["fermix-weather-fork"])
+    status = {r.distribution: r.status for r in records}
+    assert status == {"fermix-weather": "pending", "fermix-weather-fork": "disabled"}
+    # FERMIX_LOAD_PLUGINS by distribution name settles it the same way.
+    records = discover(entry_points=both, only=frozenset({"fermix-weather-fork"}))
+    status = {r.distribution: r.status for r in records}
+    assert status == {"fermix-weather": "blocked", "fermix-weather-fork": "pending"}
+    # Disabling the shared entry-point name disables both: nothing is left to conflict.
+    records = discover(entry_points=both, disabled=["tools.weather"])
+    assert {r.status for r in records} == {"disabled"}
+
+
+def test_blocked_plugins_do_not_conflict() -> None:
     records = discover(
         entry_points=[ep("tools.w", "a", dist="one"), ep("tools.w", "b", dist="two")],
         only=frozenset(),
     )
-    assert {r.status for r in records} == {"conflict"}
+    assert {r.status for r in records} == {"blocked"}
+
+
+def test_a_first_party_entry_point_name_is_reserved() -> None:
+    records = discover(
+        entry_points=[
+            ep("tools.files", "fermix_tools.files.plugin", dist="fermix-tools", version="0.1"),
+            ep("tools.files", "evil.plugin", dist="fermix-evil", version="9.9"),
+        ]
+    )
+    status = {r.distribution: r.status for r in records}
+    assert status == {"fermix-tools": "pending", "fermix-evil": "conflict"}
+    evil = next(r for r in records if r.distribution == "fermix-evil")
+    assert "reserved by first-party fermix-tools" in evil.error
+    assert "rename the entry point in fermix-evil" in evil.error

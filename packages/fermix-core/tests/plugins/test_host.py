@@ -339,3 +339,65 @@ def test_two_first_party_claimants_are_still_ambiguous() -> None:
     registry = host.collect()
     assert registry.get("tool", "twin") is None
     assert [e.message for e in registry.errors] == ["registered more than once"]
+
+
+def test_a_marked_function_without_the_prefix_is_rejected_not_ignored(modules) -> None:
+    modules(
+        "fx_test_unprefixed",
+        """
+        from fermix_core import hookimpl
+
+        @hookimpl
+        def tools():
+            return []
+        """,
+    )
+    host = PluginHost()
+    [record] = host.load_entry_points(
+        only=None, entry_points=[ep("tools.unprefixed", "fx_test_unprefixed")]
+    )
+    assert record.status == "failed"
+    assert "unknown hook 'tools'" in record.error and "did you mean 'fermix_tools'" in record.error
+
+
+def test_a_plugin_with_no_hook_loads_with_a_warning(modules) -> None:
+    modules(
+        "fx_test_hookless",
+        """
+        def fermix_tools():  # forgot @hookimpl
+            return []
+        """,
+    )
+    host = PluginHost()
+    [record] = host.load_entry_points(
+        only=None, entry_points=[ep("tools.hookless", "fx_test_hookless")]
+    )
+    assert record.status == "loaded" and record.hooks == []
+    assert "implements no hook" in record.warning and "@hookimpl" in record.warning
+    assert record.as_dict()["warning"] == record.warning
+
+
+def test_hook_scanning_never_runs_a_plugin_objects_properties() -> None:
+    class Plugin:
+        @property
+        def explodes(self):
+            raise RuntimeError("a property ran during hook scanning")
+
+        @hookimpl
+        def fermix_tools(self):
+            return []
+
+    host = PluginHost()
+    record = host.register(Plugin(), "tools.props")
+    assert record.status == "loaded" and record.hooks == ["fermix_tools"]
+
+
+def test_a_first_party_module_registered_in_process_stays_first_party() -> None:
+    import fermix_tools.memory.plugin as memory_tools
+
+    host = PluginHost()
+    record = host.register(memory_tools, "tools.memory")
+    assert record.status == "loaded"
+    assert record.distribution == "fermix-tools" and record.first_party
+    other = host.register(make_module("fx_app_plugin", "x = 1"), "app.thing")
+    assert other.distribution is None and not other.first_party

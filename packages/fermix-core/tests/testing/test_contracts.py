@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -13,6 +14,7 @@ from fermix_core.provider import ChatRequest, ErrorKind, ProviderError
 from fermix_core.specs import ToolSpec
 from fermix_core.testing import (
     ChannelContract,
+    ContractViolation,
     FunctionProvider,
     MemoryBackendContract,
     MemoryChannel,
@@ -166,3 +168,147 @@ class _UndeclaredContract(TestMemoryChannelContract):
 async def test_a_declared_but_missing_ability_fails_the_contract() -> None:
     with pytest.raises(AssertionError, match="supports_edit is true but edit"):
         await _UndeclaredContract().test_declared_abilities_are_implemented()
+
+
+# ----------------------------------------- broken implementations: each names its rule
+
+
+def _provider_contract(answer: Any, *, timeout: float = 0.2) -> ProviderContract:
+    class Broken(ProviderContract):
+        step_timeout = timeout
+
+        def make_provider(self, scenario: Scenario) -> FunctionProvider:
+            async def call(request: ChatRequest) -> Any:
+                return await answer(scenario, request)
+
+            return FunctionProvider(call)
+
+    return Broken()
+
+
+@pytest.mark.anyio
+async def test_a_chat_that_never_returns_fails_with_its_deadline() -> None:
+    import anyio
+
+    async def hang(scenario: Scenario, request: ChatRequest) -> str:
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    contract = _provider_contract(hang)
+    with pytest.raises(
+        ContractViolation, match=r"chat\(\) answers the 'text' scenario: no answer within 0.2 s"
+    ):
+        await contract.test_plain_message_gets_a_text_turn()
+    with pytest.raises(ContractViolation, match=r"'error' scenario must fail within 0.2 s"):
+        await contract.test_failure_is_a_classified_provider_error()
+
+
+@pytest.mark.anyio
+async def test_a_plain_exception_instead_of_provider_error_names_the_rule() -> None:
+    async def boom(scenario: Scenario, request: ChatRequest) -> str:
+        raise ValueError("backend said 500")
+
+    contract = _provider_contract(boom)
+    with pytest.raises(ContractViolation, match="must surface as ProviderError") as info:
+        await contract.test_failure_is_a_classified_provider_error()
+    assert "ValueError: backend said 500" in str(info.value)
+    with pytest.raises(ContractViolation, match="must be raised as ProviderError"):
+        await contract.test_plain_message_gets_a_text_turn()
+
+
+@pytest.mark.anyio
+async def test_an_empty_turn_and_a_non_turn_name_the_rule() -> None:
+    async def empty(scenario: Scenario, request: ChatRequest) -> Turn:
+        return Turn(content="", model="m")
+
+    with pytest.raises(ContractViolation, match="empty Turn"):
+        await _provider_contract(empty).test_plain_message_gets_a_text_turn()
+
+    class NotATurn(ProviderContract):
+        def make_provider(self, scenario: Scenario) -> Any:
+            provider = FunctionProvider(lambda request: "x")
+
+            async def chat(request: ChatRequest) -> Any:
+                return {"content": "a dict"}
+
+            provider.chat = chat  # type: ignore[method-assign]
+            return provider
+
+    with pytest.raises(ContractViolation, match=r"must return a fermix_core\.messages\.Turn"):
+        await NotATurn().test_plain_message_gets_a_text_turn()
+
+
+@pytest.mark.anyio
+async def test_an_error_scenario_that_answers_says_so() -> None:
+    async def fine(scenario: Scenario, request: ChatRequest) -> str:
+        return "all good"
+
+    with pytest.raises(ContractViolation, match="must raise ProviderError; it returned"):
+        await _provider_contract(fine).test_failure_is_a_classified_provider_error()
+
+
+@pytest.mark.anyio
+async def test_make_provider_not_implemented_names_the_hook() -> None:
+    class Incomplete(ProviderContract):
+        pass
+
+    with pytest.raises(ContractViolation, match="must implement make_provider"):
+        await Incomplete().test_plain_message_gets_a_text_turn()
+
+
+class _NeedsMore(Tool[ShoutArgs]):
+    def __init__(self, spec: ToolSpec, api_client: object) -> None:
+        super().__init__(spec)
+        self.api_client = api_client
+
+    async def run(self, args: ShoutArgs, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(content=args.text)
+
+
+class _Crashes(Tool[ShoutArgs]):
+    async def run(self, args: ShoutArgs, ctx: ToolContext) -> ToolOutput:
+        raise RuntimeError("KeyError deep inside")
+
+
+class _Hangs(Tool[ShoutArgs]):
+    async def run(self, args: ShoutArgs, ctx: ToolContext) -> ToolOutput:
+        import anyio
+
+        await anyio.sleep_forever()
+        return ToolOutput(content="unreachable")
+
+
+def _tool_contract(tool: Tool[Any]) -> ToolContract:
+    class Broken(TestShoutToolContract):
+        step_timeout = 0.2
+
+        def make_tool(self) -> Tool[Any]:
+            return tool
+
+    return Broken()
+
+
+@pytest.mark.anyio
+async def test_a_factory_needing_more_than_the_spec_names_the_rule() -> None:
+    spec = dataclasses.replace(SHOUT, factory=_NeedsMore)
+    contract = _tool_contract(_NeedsMore(spec, api_client=object()))
+    with pytest.raises(
+        ContractViolation, match=r"from the spec alone \(Fermix calls factory\(spec\)\)"
+    ) as info:
+        await contract.test_factory_builds_the_tool()
+    assert "Give every other __init__ parameter a default" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_run_raising_something_other_than_tool_error_names_the_rule(tmp_path: Path) -> None:
+    contract = _tool_contract(_Crashes(dataclasses.replace(SHOUT, factory=_Crashes)))
+    with pytest.raises(ContractViolation, match="raising ToolError") as info:
+        await contract.test_valid_arguments_run(tmp_path)
+    assert "RuntimeError: KeyError deep inside" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_a_run_that_never_returns_fails_with_its_deadline(tmp_path: Path) -> None:
+    contract = _tool_contract(_Hangs(dataclasses.replace(SHOUT, factory=_Hangs)))
+    with pytest.raises(ContractViolation, match=r"no answer within 0\.2 s"):
+        await contract.test_valid_arguments_run(tmp_path)

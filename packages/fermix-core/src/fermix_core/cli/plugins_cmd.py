@@ -46,7 +46,7 @@ def list_plugins(
                 p["version"] or "",
                 ", ".join(h.removeprefix("fermix_") for h in p["hooks"]) or "-",
                 p["status"],
-                p["error"] or "",
+                p["error"] or (f"warning: {p['warning']}" if p.get("warning") else ""),
             )
             for p in report["plugins"]
         ]

@@ -49,6 +49,8 @@ class PluginRecord:
     version: str | None = None
     status: Status = "pending"
     error: str | None = None
+    #: A loaded plugin that is probably not what its author meant (it implements no hook).
+    warning: str | None = None
     hooks: list[str] = field(default_factory=list)
     module: ModuleType | Any | None = field(default=None, repr=False)
 
@@ -72,6 +74,7 @@ class PluginRecord:
             "status": self.status,
             "hooks": list(self.hooks),
             "error": self.error,
+            "warning": self.warning,
         }
 
 
@@ -101,8 +104,10 @@ def discover(
     * ``only`` (from ``FERMIX_LOAD_PLUGINS``) keeps just the named plugins — by entry-point
       name or distribution name; everything else is ``blocked``.
     * ``disabled`` (from ``[fermix_core.plugins] disabled``) marks plugins ``disabled``.
-    * The same entry-point name from two distributions is a ``conflict`` for all of them,
-      with an error naming every distribution.
+    * The same entry-point name from two distributions that are both still in play is a
+      ``conflict`` for all of them, with an error naming every distribution and the remedy.
+      Blocking or disabling one of them *by distribution name* resolves it: blocking and
+      disabling are decided first, so the remaining one loads.
 
     First-party plugins come first, then the rest by name, so registration order is stable.
     """
@@ -130,29 +135,46 @@ def discover(
         )
     records.sort(key=lambda r: (not r.first_party, r.name, r.distribution or ""))
 
-    by_name: dict[str, list[PluginRecord]] = defaultdict(list)
-    for record in records:
-        by_name[record.name].append(record)
-    for name, same in by_name.items():
-        dists = {r.distribution for r in same}
-        if len(dists) > 1:
-            providers = ", ".join(f"{r.distribution} {r.version}" for r in same)
-            for record in same:
-                record.status = "conflict"
-                record.error = (
-                    f"plugin name {name!r} is provided by several distributions: {providers}"
-                )
-
     disabled = tuple(disabled)
     for record in records:
-        if record.status != "pending":
-            continue
         if only is not None and not _matches(record, only):
             record.status = "blocked"
             record.error = f"not listed in {LOAD_PLUGINS_ENV}"
         elif disabled and _matches(record, disabled):
             record.status = "disabled"
             record.error = "disabled by [fermix_core.plugins] disabled"
+
+    by_name: dict[str, list[PluginRecord]] = defaultdict(list)
+    for record in records:
+        if record.status == "pending":
+            by_name[record.name].append(record)
+    for name, same in by_name.items():
+        dists = {r.distribution for r in same}
+        if len(dists) < 2:
+            continue
+        first = [r for r in same if r.first_party]
+        if len(first) == 1:
+            # A first-party plugin name is reserved, as first-party spec names are: the
+            # built-in keeps working and only the newcomer is refused.
+            for record in same:
+                if record is not first[0]:
+                    record.status = "conflict"
+                    record.error = (
+                        f"plugin name {name!r} is reserved by first-party "
+                        f"{first[0].distribution}; rename the entry point in {record.distribution}"
+                    )
+            continue
+        if len(dists) > 1:
+            providers = ", ".join(f"{r.distribution} {r.version}" for r in same)
+            example = next((r.distribution for r in same if not r.first_party), None)
+            example = example or same[-1].distribution
+            for record in same:
+                record.status = "conflict"
+                record.error = (
+                    f"plugin name {name!r} is provided by several distributions: {providers}. "
+                    f"Keep one: uninstall the others, or disable them by distribution name "
+                    f'([fermix_core.plugins] disabled = ["{example}"])'
+                )
     return records
 
 

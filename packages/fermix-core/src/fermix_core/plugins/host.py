@@ -9,6 +9,7 @@ Here each plugin is imported on its own; a failure is recorded on its
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 import logging
@@ -21,7 +22,13 @@ import pluggy
 
 from fermix_core import hookspecs
 from fermix_core.hookspecs import PROJECT, REGISTRATION_HOOKS
-from fermix_core.plugins.discovery import PluginRecord, discover, load_filter_from_env
+from fermix_core.plugins.discovery import (
+    FIRST_PARTY,
+    PluginRecord,
+    canonical_dist_name,
+    discover,
+    load_filter_from_env,
+)
 from fermix_core.plugins.registry import SpecError, SpecRegistry
 from fermix_core.specs import SPEC_KINDS, Spec
 from fermix_core.telemetry import Telemetry, TelemetryEvent
@@ -36,15 +43,41 @@ KNOWN_HOOKS = frozenset(
 
 
 def _hook_names(obj: Any) -> list[str]:
-    """Names of the functions on *obj* decorated with ``@hookimpl``."""
+    """Names of the functions on *obj* decorated with ``@hookimpl``, whatever their names.
+
+    Every attribute is looked at, not only ``fermix_*`` ones, so a marked function whose name
+    matches no hook (``weather_tools``) is reported instead of silently never called. The
+    lookup is static: a plugin object's properties are not run.
+    """
     names = []
     for attr in dir(obj):
-        if not attr.startswith("fermix_"):
+        if attr.startswith("__"):
             continue
-        value = getattr(obj, attr, None)
+        try:
+            value = inspect.getattr_static(obj, attr)
+        except AttributeError:
+            continue
+        value = getattr(value, "__func__", value)  # staticmethod / classmethod
         if getattr(value, f"{PROJECT}_impl", None) is not None:
             names.append(attr)
     return sorted(names)
+
+
+@functools.cache
+def _first_party_of(module: str) -> tuple[str, str] | None:
+    """``(distribution, version)`` when *module* ships in a first-party distribution.
+
+    Each first-party distribution holds exactly the package of its own name
+    (``fermix_tools`` is ``fermix-tools``), which also holds for editable installs, where
+    ``packages_distributions()`` sees nothing.
+    """
+    dist = canonical_dist_name(module.partition(".")[0])
+    if dist not in FIRST_PARTY:
+        return None
+    try:
+        return dist, metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _call(impl: Any, **kwargs: Any) -> Any:
@@ -97,8 +130,16 @@ class PluginHost:
         distribution: str | None = None,
         version: str | None = None,
     ) -> PluginRecord:
-        """Register an in-process plugin object (embedding apps and tests use this)."""
+        """Register an in-process plugin object (embedding apps and tests use this).
+
+        A first-party plugin *module* registered this way (an app choosing some of the
+        built-ins with ``entry_points=False``) keeps its first-party standing — its tools
+        are not deferred and its names stay reserved — because its distribution is read
+        from the installed metadata when none is given.
+        """
         value = getattr(plugin, "__name__", type(plugin).__name__)
+        if distribution is None and inspect.ismodule(plugin):
+            distribution, version = _first_party_of(plugin.__name__) or (None, version)
         record = PluginRecord(name=name, value=value, distribution=distribution, version=version)
         clash = next((r for r in self.records if r.name == name and r.status == "loaded"), None)
         if clash is not None:
@@ -131,7 +172,8 @@ class PluginHost:
         if unknown:
             hints = []
             for h in unknown:
-                close = difflib.get_close_matches(h, KNOWN_HOOKS, n=1)
+                guess = h if h.startswith("fermix_") else f"fermix_{h}"
+                close = difflib.get_close_matches(guess, KNOWN_HOOKS, n=1)
                 hints.append(f"{h!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             record.status = "failed"
             record.error = "implements unknown hook " + ", ".join(hints)
@@ -147,6 +189,13 @@ class PluginHost:
         record.module = obj
         record.hooks = hooks
         record.status = "loaded"
+        if not hooks:
+            record.warning = (
+                "implements no hook, so it adds nothing: decorate its functions with "
+                "@hookimpl (from fermix_core.hookspecs) and name them after a hook, e.g. "
+                "fermix_tools"
+            )
+            log.warning("plugin %s %s", record.source, record.warning)
 
     # ------------------------------------------------------------------ queries
 

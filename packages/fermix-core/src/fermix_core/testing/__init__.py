@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.testing.channels import StubChannelHost as StubChannelHost
     from fermix_core.testing.contracts import CONTRACT_TOOL as CONTRACT_TOOL
     from fermix_core.testing.contracts import ChannelContract as ChannelContract
+    from fermix_core.testing.contracts import ContractViolation as ContractViolation
     from fermix_core.testing.contracts import MemoryBackendContract as MemoryBackendContract
     from fermix_core.testing.contracts import ProviderContract as ProviderContract
     from fermix_core.testing.contracts import Scenario as Scenario
@@ -39,6 +40,7 @@ _LAZY = {
     "StubChannelHost": "channels",
     "CONTRACT_TOOL": "contracts",
     "ChannelContract": "contracts",
+    "ContractViolation": "contracts",
     "MemoryBackendContract": "contracts",
     "ProviderContract": "contracts",
     "Scenario": "contracts",

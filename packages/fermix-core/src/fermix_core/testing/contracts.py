@@ -20,6 +20,14 @@ dependency of fermix-core, whose pytest plugin is therefore always present)::
 
 Each ``make_*`` hook may be sync or async. Fixtures a subclass needs can be attached to
 ``self`` from an autouse fixture method, as above.
+
+Every call into the implementation runs under a deadline (``step_timeout`` on the provider
+and tool contracts, ``inbound_timeout`` on the channel contract), so a ``chat()`` or
+``run()`` that never returns fails that one test with the rule it broke instead of hanging
+the suite. Where an implementation breaks a rule with a bare exception — a factory needing
+more than its spec, ``run()`` raising something other than ``ToolError``, ``chat()`` raising a
+plain exception instead of ``ProviderError``, an empty ``Turn`` — the failure is a
+:class:`ContractViolation` that states the rule and the fix.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ from fermix_core.tool import Tool, ToolContext, ToolOutput, Trust, build_tool
 __all__ = [
     "CONTRACT_TOOL",
     "ChannelContract",
+    "ContractViolation",
     "MemoryBackendContract",
     "ProviderContract",
     "Scenario",
@@ -71,6 +80,36 @@ CHANNEL_DIALECTS = ("telegram", "telegram_html", "discord", "slack", "whatsapp",
 
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
+
+
+class ContractViolation(AssertionError):
+    """An implementation broke a contract rule; the message names the rule and the fix."""
+
+
+async def _rule(rule: str, call: Any, *, timeout: float | None, fix: str = "") -> Any:
+    """Await *call* (or call and await it), naming *rule* if it fails.
+
+    With a *timeout* the call runs under that deadline. Builders and ``aclose`` run without
+    one: a ``make_*`` hook may open a task group (a loopback server) that outlives the call,
+    which a cancel scope around it would break. ``AssertionError`` and pytest's own
+    outcomes pass through untouched (they already say what went wrong); everything else
+    becomes a :class:`ContractViolation`.
+    """
+    hint = f" {fix}" if fix else ""
+    try:
+        if timeout is None:
+            return await _maybe_await(call() if callable(call) else call)
+        with anyio.fail_after(timeout):
+            return await _maybe_await(call() if callable(call) else call)
+    except TimeoutError:
+        raise ContractViolation(
+            f"{rule}: no answer within {timeout:g} s.{hint} (Raise the class attribute that "
+            "sets this deadline only if your backend is legitimately that slow in tests.)"
+        ) from None
+    except (AssertionError, pytest.skip.Exception, pytest.fail.Exception):
+        raise
+    except Exception as exc:
+        raise ContractViolation(f"{rule}: it raised {type(exc).__name__}: {exc}.{hint}") from exc
 
 
 # =========================================================================== providers
@@ -119,22 +158,65 @@ class ProviderContract:
     secret: ClassVar[str | None] = None
     #: The model to request; ``None`` asks for the provider's default.
     model: ClassVar[str | None] = None
+    #: Seconds one ``chat()`` call may take before its test fails with the rule it broke.
+    step_timeout: ClassVar[float] = 30.0
 
     def make_provider(self, scenario: Scenario) -> Any:
         """Return a :class:`Provider` whose backend behaves as *scenario* says."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_provider()")
 
+    async def _make(self, scenario: Scenario) -> Provider:
+        provider = await _rule(
+            f"make_provider({scenario.value!r}) builds a provider",
+            lambda: self.make_provider(scenario),
+            timeout=None,
+        )
+        if not isinstance(provider, Provider):
+            raise ContractViolation(
+                f"make_provider() must return a fermix_core.provider.Provider subclass "
+                f"instance; it returned {provider!r}"
+            )
+        return provider
+
     @asynccontextmanager
     async def _provider(self, scenario: Scenario) -> AsyncIterator[Provider]:
-        provider = await _maybe_await(self.make_provider(scenario))
-        assert isinstance(provider, Provider), f"make_provider returned {provider!r}"
+        provider = await self._make(scenario)
         try:
             yield provider
         finally:
-            await provider.aclose()
+            await _rule(
+                "aclose() releases the provider's resources",
+                provider.aclose,
+                timeout=None,
+            )
 
     def _request(self, *messages: Message, **kwargs: Any) -> ChatRequest:
         return ChatRequest(messages=list(messages), model=self.model, **kwargs)
+
+    async def _chat(self, provider: Provider, request: ChatRequest, scenario: str) -> Turn:
+        """One ``chat()`` call that must answer with a non-empty :class:`Turn`."""
+        turn = await _rule(
+            f"chat() answers the {scenario!r} scenario",
+            lambda: provider.chat(request),
+            timeout=self.step_timeout,
+            fix=(
+                "A backend failure must be raised as ProviderError(kind, message, "
+                "provider=...) so failover can classify it; anything else is a bug."
+            ),
+        )
+        if not isinstance(turn, Turn):
+            raise ContractViolation(
+                f"chat() must return a fermix_core.messages.Turn; it returned "
+                f"{type(turn).__name__}: {turn!r}"
+            )
+        if turn.is_empty:
+            raise ContractViolation(
+                f"chat() must not answer the {scenario!r} scenario with an empty Turn (no "
+                "content and no tool calls): check that the adapter reads the text and tool "
+                "calls from the right fields of the response, or raise ProviderError when the "
+                "backend really sent nothing."
+            )
+        return turn
 
     async def test_name_is_a_registry_name(self) -> None:
         async with self._provider(Scenario.TEXT) as provider:
@@ -145,11 +227,11 @@ class ProviderContract:
 
     async def test_plain_message_gets_a_text_turn(self) -> None:
         async with self._provider(Scenario.TEXT) as provider:
-            turn = await provider.chat(
-                self._request(Message.system("Be brief."), Message.user("Say hello."))
+            turn = await self._chat(
+                provider,
+                self._request(Message.system("Be brief."), Message.user("Say hello.")),
+                "text",
             )
-        assert isinstance(turn, Turn)
-        assert not turn.is_empty
         assert turn.content.strip()
         assert turn.tool_calls == []
         assert isinstance(turn.model, str)
@@ -160,13 +242,15 @@ class ProviderContract:
         request = self._request(Message.user("Say hello."), tools=[CONTRACT_TOOL])
         before = request.model_dump()
         async with self._provider(Scenario.TEXT) as provider:
-            await provider.chat(request)
+            await self._chat(provider, request, "text")
         assert request.model_dump() == before, "the provider must not mutate the request"
 
     async def test_tool_call_round_trip(self) -> None:
         async with self._provider(Scenario.TOOL_CALL) as provider:
             history = [Message.user("Echo 'ping' with the tool.")]
-            first = await provider.chat(self._request(*history, tools=[CONTRACT_TOOL]))
+            first = await self._chat(
+                provider, self._request(*history, tools=[CONTRACT_TOOL]), "tool_call"
+            )
             assert first.tool_calls, "the tool_call scenario must produce a tool call"
             call = first.tool_calls[0]
             assert call.name == CONTRACT_TOOL.name
@@ -175,17 +259,37 @@ class ProviderContract:
             assert call.id
             result = ToolResult(call_id=call.id, name=call.name, content="ping")
             history += [first.to_message(), Message.tool(result)]
-            final = await provider.chat(
-                self._request(*history, tools=[CONTRACT_TOOL], initial=False)
+            final = await self._chat(
+                provider,
+                self._request(*history, tools=[CONTRACT_TOOL], initial=False),
+                "tool_call (the answer to the tool result)",
             )
-        assert isinstance(final, Turn)
-        assert not final.is_empty
+        assert final.content.strip() or final.tool_calls
 
     async def test_failure_is_a_classified_provider_error(self) -> None:
         async with self._provider(Scenario.ERROR) as provider:
-            with pytest.raises(ProviderError) as info:
-                await provider.chat(self._request(Message.user("Say hello.")))
-        error = info.value
+            try:
+                with anyio.fail_after(self.step_timeout):
+                    answer = await provider.chat(self._request(Message.user("Say hello.")))
+            except ProviderError as exc:
+                error = exc
+            except TimeoutError:
+                raise ContractViolation(
+                    f"chat() in the 'error' scenario must fail within {self.step_timeout:g} s "
+                    "with ProviderError; it never returned. Put a timeout on the backend call."
+                ) from None
+            except Exception as exc:
+                raise ContractViolation(
+                    "a failing backend must surface as ProviderError(kind, message, "
+                    f"provider=...), so failover can classify it; chat() raised "
+                    f"{type(exc).__name__}: {exc}. Catch the backend's errors in the adapter "
+                    "and map them to an ErrorKind."
+                ) from exc
+            else:
+                raise ContractViolation(
+                    "chat() in the 'error' scenario must raise ProviderError; it returned "
+                    f"{answer!r}. Does make_provider() pass the scenario to the backend?"
+                )
         assert isinstance(error.kind, ErrorKind)
         assert error.provider == provider.name, "ProviderError.provider names the provider"
         assert isinstance(error.message, str)
@@ -203,8 +307,10 @@ class ProviderContract:
         async with self._provider(Scenario.TEXT) as provider:
             if not provider.supports_streaming:
                 pytest.skip("provider does not stream")
-            turn = await provider.chat(
-                self._request(Message.user("Say hello."), stream=True, on_event=collect)
+            turn = await self._chat(
+                provider,
+                self._request(Message.user("Say hello."), stream=True, on_event=collect),
+                "text (streamed)",
             )
         deltas = [e.text for e in events if e.kind == "text_delta"]
         assert deltas, "a streaming provider reports text deltas when asked to stream"
@@ -215,16 +321,24 @@ class ProviderContract:
         request = self._request(Message.user("What is in this picture?", image))
         async with self._provider(Scenario.TEXT) as provider:
             if provider.vision(self.model):
-                assert not (await provider.chat(request)).is_empty
+                await self._chat(provider, request, "text (with an image)")
                 return
             with pytest.raises(ProviderError) as info:
-                await provider.chat(request)
-        assert info.value.kind == ErrorKind.UNSUPPORTED_INPUT
+                with anyio.fail_after(self.step_timeout):
+                    await provider.chat(request)
+        assert info.value.kind == ErrorKind.UNSUPPORTED_INPUT, (
+            "a model without vision must refuse images with ErrorKind.UNSUPPORTED_INPUT "
+            "(Provider.unsupported_images(request) builds that error), never drop them"
+        )
 
     async def test_aclose_is_idempotent(self) -> None:
-        provider = await _maybe_await(self.make_provider(Scenario.TEXT))
-        await provider.aclose()
-        await provider.aclose()
+        provider = await self._make(Scenario.TEXT)
+        for attempt in ("first", "second"):
+            await _rule(
+                f"aclose() is safe to call more than once (the {attempt} call)",
+                provider.aclose,
+                timeout=None,
+            )
 
 
 # =========================================================================== channels
@@ -429,6 +543,8 @@ class ToolContract:
     invalid_field: ClassVar[str | None] = None
     #: Whether running ``valid_args`` is expected to produce an error output.
     valid_output_is_error: ClassVar[bool] = False
+    #: Seconds one ``invoke()``/``run()`` call may take before its test fails.
+    step_timeout: ClassVar[float] = 30.0
 
     def make_tool(self) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement make_tool()")
@@ -447,14 +563,37 @@ class ToolContract:
         )
 
     async def _tool(self) -> Tool[Any]:
-        tool = await _maybe_await(self.make_tool())
-        assert isinstance(tool, Tool), f"make_tool returned {tool!r}"
+        tool = await _rule("make_tool() builds the tool", self.make_tool, timeout=None)
+        if not isinstance(tool, Tool):
+            raise ContractViolation(
+                f"make_tool() must return a fermix_core.tool.Tool subclass instance; it "
+                f"returned {tool!r}"
+            )
         return tool
+
+    async def _invoke(self, tool: Tool[Any], args: Any, tmp_path: Path) -> ToolOutput:
+        output = await _rule(
+            "run() reports failures by raising ToolError (or returning ToolOutput.error())",
+            lambda: tool.invoke(args, self.make_context(tmp_path)),
+            timeout=self.step_timeout,
+            fix=(
+                "Catch what your code can raise (HTTP errors, bad data) and raise ToolError "
+                "with a message for the model: what went wrong and what to do instead. "
+                "Fermix answers any other exception with a generic crash message."
+            ),
+        )
+        if not isinstance(output, ToolOutput):
+            raise ContractViolation(
+                f"invoke() must return a ToolOutput; it returned {type(output).__name__}"
+            )
+        return output
 
     async def test_spec_is_valid(self) -> None:
         tool = await self._tool()
         assert isinstance(tool.spec, ToolSpec)
-        assert tool.spec.problems() == []
+        assert tool.spec.problems() == [], (
+            f"the tool's spec breaks registration rules: {tool.spec.problems()}"
+        )
         assert tool.name == tool.spec.name
 
     async def test_definition_is_wire_ready(self) -> None:
@@ -466,20 +605,31 @@ class ToolContract:
 
     async def test_factory_builds_the_tool(self) -> None:
         tool = await self._tool()
-        rebuilt = build_tool(tool.spec)
-        assert type(rebuilt) is type(tool)
+        rebuilt = await _rule(
+            f"the spec's factory {tool.spec.factory!r} builds the tool from the spec alone "
+            "(Fermix calls factory(spec))",
+            lambda: build_tool(tool.spec),
+            timeout=None,
+            fix=(
+                "Give every other __init__ parameter a default (read settings from the "
+                "context at run time), or point the spec's factory at a function that does."
+            ),
+        )
+        assert type(rebuilt) is type(tool), (
+            f"the spec's factory built {type(rebuilt).__name__}, but make_tool() returned "
+            f"{type(tool).__name__}: point ToolSpec.factory at the tool class"
+        )
 
     async def test_valid_arguments_run(self, tmp_path: Path) -> None:
         tool = await self._tool()
-        output = await tool.invoke(dict(self.valid_args), self.make_context(tmp_path))
-        assert isinstance(output, ToolOutput)
+        output = await self._invoke(tool, dict(self.valid_args), tmp_path)
         assert output.is_error is self.valid_output_is_error, output.text
 
     async def test_invalid_arguments_become_a_readable_error(self, tmp_path: Path) -> None:
         if self.invalid_args is None:
             pytest.skip("the tool declares no invalid_args")
         tool = await self._tool()
-        output = await tool.invoke(dict(self.invalid_args), self.make_context(tmp_path))
+        output = await self._invoke(tool, dict(self.invalid_args), tmp_path)
         assert output.is_error
         assert "invalid arguments" in output.text
         if self.invalid_field:
@@ -488,7 +638,7 @@ class ToolContract:
     @pytest.mark.parametrize("garbage", [[1, 2], "city=Paris", 42, 3.5, True])
     async def test_non_object_arguments_never_raise(self, garbage: Any, tmp_path: Path) -> None:
         tool = await self._tool()
-        output = await tool.invoke(garbage, self.make_context(tmp_path))
+        output = await self._invoke(tool, garbage, tmp_path)
         assert output.is_error
         assert "JSON object" in output.text
 
