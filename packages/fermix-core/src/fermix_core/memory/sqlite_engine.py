@@ -605,4 +605,6 @@ class SyncMemory:
             "messages": int(messages),
             "conversations": int(conversations),
             "indexed_through_id": self._watermark(),
+            # Left to the catch-up after the next reply (or `fermix memory search`).
+            "ids_not_indexed_yet": self.backlog(),
         }
