@@ -23,6 +23,8 @@ TEST_DEPS = [
     "croniter>=3.0",
     # the Telegram tests check their loopback Bot API with python-telegram-bot's client
     "python-telegram-bot>=22.0",
+    # the Discord tests check their loopback gateway and REST with discord.py's client
+    "discord.py>=2.4",
 ]
 #: Every first-party entry point that a wheel install must load.
 DIST = ROOT / "dist"

@@ -44,6 +44,7 @@ import anyio
 from fermix_core.hookspecs import hookimpl
 from fermix_core.messages import Message, Turn, Usage
 from fermix_core.provider import ChatRequest
+from fermix_core.runtime import settle_after_boot
 from fermix_core.specs import ModelInfo, PolicyClass, ProviderSpec, ToolSpec
 from fermix_core.testing.providers import FunctionProvider, tool_call
 from fermix_core.tool import Tool, ToolContext
@@ -94,10 +95,12 @@ class ProviderClock:
 class TimedProvider(FunctionProvider):
     """A :class:`FunctionProvider` that clocks itself and keeps no request log.
 
-    The fake's own bookkeeping (copying each request for its log) is inside the timed span,
-    so it is subtracted with the model time; the log is dropped at once so a long run's
-    memory measures Fermix, not the fake.
+    The fake's own bookkeeping is inside the timed span, so it is subtracted with the model
+    time. It keeps no request log (``keep_requests``), so a long run's memory and the
+    throughput scenarios' CPU measure Fermix, not the fake.
     """
+
+    keep_requests = False
 
     def __init__(self, fn: Callable[[ChatRequest], Any], clock: ProviderClock) -> None:
         super().__init__(fn, name=PROVIDER, model=MODEL)
@@ -110,7 +113,6 @@ class TimedProvider(FunctionProvider):
             return await super().chat(request)
         finally:
             ended = time.perf_counter()
-            self.requests.clear()
             self.clock.spent += ended - started
             if self.clock.keep_calls:
                 self.clock.calls.append((started, ended))
@@ -200,6 +202,8 @@ async def open_bench(
                 f"the bench provider is not the primary route (got {primary!r}); "
                 "check bench_config() against the routing rules"
             )
+        # What the daemon does once it is ready: boot objects leave the collector's sight.
+        settle_after_boot()
         yield fx
 
 
@@ -559,6 +563,8 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
 
         conversations = range(MULTI_CONVERSATIONS)
         await round_([f"warm-{c}" for c in conversations], False)
+        worker = fx.service.store.worker
+        calls, transactions = worker.calls, worker.batches
         started, cpu = time.perf_counter(), time.process_time()
         with GcTimer() as collector:
             short = [
@@ -566,6 +572,7 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
                 for r in range(MULTI_ROUNDS)
             ]
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        calls, transactions = worker.calls - calls, worker.batches - transactions
         growing = [
             await round_([f"g-c{c}" for c in conversations], False)
             for _ in range(MULTI_GROWING_ROUNDS)
@@ -583,6 +590,10 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
         "cpu_ms_per_turn": round(cpu / (per_round * MULTI_ROUNDS) * 1000, 3),
         "ask_latency": distribution(latencies),
         "gc": collector.report(elapsed),
+        # Group commit: store calls per SQLite transaction on the store's thread.
+        "store_calls": calls,
+        "store_transactions": transactions,
+        "store_calls_per_transaction": round(calls / transactions, 2) if transactions else None,
         "growing": {
             "window_messages_at_round_start": [
                 r * window_step for r in range(MULTI_GROWING_ROUNDS)

@@ -35,9 +35,13 @@ BENCHMARKS = [
     "jobs",
     "channels",
     "telegram",
+    "discord",
+    "signal",
     "subagents",
     "acp",
     "mcp",
+    "transcription",
+    "images",
 ]
 
 

@@ -26,8 +26,10 @@ FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix
 #: ``self._telemetry("x.y", ...)`` — every way the code names an event.
 _EMIT = re.compile(r'(?:emit|_telemetry)\w*\(\s*(?:[\w.]+,\s*)?"([a-z_]+(?:\.[a-z_]+)+)"')
 _DOTTED = re.compile(r"`([a-z_]+(?:\.[a-z_]+)+)`")
-#: Dotted words in docs that are files, not events (``memory.db``).
+#: Dotted words in docs that are files or host names, not events (``memory.db``,
+#: ``media.discordapp.net``).
 _FILE_SUFFIXES = {"db", "md", "toml", "json", "jsonl", "py", "log", "sock", "pid", "txt"}
+_FILE_SUFFIXES |= {"com", "net", "org", "io", "dev"}
 
 
 def emitted_events() -> set[str]:

@@ -308,3 +308,53 @@ async def test_the_selected_plugins_recipe_loads_exactly_what_it_names(
     # wire directly rather than behind tool_search.
     assert {"memory_recall", "memory_store"} <= offered and "tool_search" not in offered
     assert not offered & {"shell", "file_read", "web_fetch", "schedule_job"}
+
+
+@pytest.mark.anyio
+async def test_the_ingest_recipe_feeds_the_gateway_and_collects_the_answer(
+    embedding_doc: str, fermix_home
+) -> None:
+    from fermix_core.api import Fermix
+    from fermix_core.hookspecs import hookimpl
+    from fermix_core.messages import Turn
+    from fermix_core.specs import ModelInfo, ProviderSpec
+    from fermix_core.testing import FunctionProvider
+
+    seen: list = []
+
+    async def model(request):
+        seen.append(request)
+        users = [m.text for m in request.messages if m.role == "user"]
+        return Turn(content=f"reply {len(users)}: {users[-1]}", model="m1")
+
+    class Harness:
+        @hookimpl
+        def fermix_providers(self):
+            yield ProviderSpec(
+                name="harness",
+                label="Harness",
+                factory=lambda spec, settings: FunctionProvider(model, name="harness"),
+                keyless=True,
+                needs_server=False,
+                default_model="m1",
+                models=(ModelInfo(id="m1", context_window=100_000),),
+            )
+
+    namespace: dict = {}
+    exec(compile(block_after(embedding_doc, "recipe: ingest"), "embedding.md", "exec"), namespace)
+    widget = namespace["chat_widget"]
+    config = {
+        "fermix_core": {
+            "providers": {"harness": {"primary": True}},
+            "memory": {"review_enabled": False},
+        }
+    }
+    async with Fermix.open(
+        fermix_home, config=config, plugins=[("providers.harness", Harness())]
+    ) as fx:
+        assert await widget(fx, "ana", "hello") == ["reply 1: hello"]
+        assert await widget(fx, "ana", "again") == ["reply 2: again"]  # ana's own history
+        assert await widget(fx, "bo", "hi") == ["reply 1: hi"]  # bo's conversation is apart
+        help_text = await widget(fx, "bo", "/help")  # slash commands run before the agent
+    assert len(seen) == 3  # /help cost no model call
+    assert help_text and "/new" in help_text[0]

@@ -354,3 +354,34 @@ async def test_cancelling_ask_cancels_the_turn_like_stop(fx) -> None:
     history = [m.text for m in harness.requests[-1].messages]
     assert "write me a novel" in history
     assert STOP_MARKER in history
+
+
+async def test_history_overflowing_the_window_is_compacted_before_the_call(fx) -> None:
+    # The harness model has a 1,000-token window; these turns outgrow it without any
+    # usage report, so the turn that overflows compacts first, then calls the model.
+    harness = fx.harness
+    summaries: list[list[str]] = []
+    said: list[str] = []  # every stored row, in order: question, reply, question, …
+
+    def answer(request):
+        if request.messages[-1].text.startswith("Summarize the conversation"):
+            summaries.append([m.text for m in request.messages[1:-1]])
+            return Turn(content="SUMMARY: the long ones", model="m1")
+        said.append(request.messages[-1].text)
+        said.append(f"reply {len(said) // 2}")
+        return Turn(content=said[-1], model="m1")
+
+    harness.respond = answer
+    # 500 characters each: the eighth turn is the first whose history overflows.
+    asked = [f"question {n}: ".ljust(500, "w") for n in range(8)]
+    for text in asked:
+        await fx.ask(text, session="overflow")
+    assert len(summaries) == 1, "one turn overflowed the window and was compacted first"
+    sent = [m.text for m in harness.requests[-1].messages]
+    assert sent[-1] == asked[-1], "the turn's own message is sent last, verbatim"
+    assert "SUMMARY: the long ones" in sent[1], "the summary leads the history"
+    tail = sent[2:-1]
+    before = said[:-2]  # what was stored before the last turn
+    # Every earlier row is either in the summary's source or still verbatim, none lost.
+    assert len(tail) == 6
+    assert summaries[0] + tail == before

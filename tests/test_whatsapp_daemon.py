@@ -63,9 +63,11 @@ def server():
         if request.path.startswith("/v1/"):
             body = request.json()
             user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+            pictures = 0
             if isinstance(user, list):
+                pictures = sum(p.get("type") == "image_url" for p in user)
                 user = "".join(p.get("text", "") for p in user)
-            text = f"echo: **{user}**"
+            text = f"echo: **{user}**" + (f" ({pictures} images)" if pictures else "")
             if body.get("stream"):
                 return Reply(sse=chunks(text))
             return Reply(
@@ -171,3 +173,50 @@ def test_whatsapp_answers_a_signed_delivery_through_the_daemon(env, server) -> N
     assert server.graph.texts() == ["echo: *hello*", "echo: *again*"]
     ready = httpx.get(f"{url}/health/ready", timeout=30).json()
     assert {c["name"]: c["state"] for c in ready["channels"]}["whatsapp"] == "ready"
+
+
+def post(url: str, body: bytes) -> httpx.Response:
+    return httpx.post(
+        f"{url}/webhook/whatsapp", content=body, headers=fg.signed_headers(body), timeout=60
+    )
+
+
+def test_an_album_reaches_a_vision_model_as_one_turn_and_oversize_is_refused(env, server) -> None:
+    config = Path(env["FERMIX_HOME"]) / "config.toml"
+    text = config.read_text().replace('default_model = "qwen3"', 'default_model = "gemma3"')
+    config.write_text(text + "album_debounce_ms = 300\n")
+    graph = server.graph
+    fermix(env, "start")
+    url = json.loads(fermix(env, "status", "--json").stdout)["http"]["url"]
+
+    # Two pictures of one message (Meta may batch them into one delivery): one turn.
+    for n in (1, 2):
+        graph.add_media(f"PIC{n}", b"\xff\xd8\xff\xe0" + bytes(64) + bytes([n]), "image/jpeg")
+    album = fg.delivery(
+        fg.value(
+            [
+                fg.media_message(fg.OWNER, "image", "PIC1", "wamid.P1", caption="before"),
+                fg.media_message(fg.OWNER, "image", "PIC2", "wamid.P2", caption="after"),
+            ]
+        )
+    )
+    assert post(url, album).status_code == 200
+    server.call(graph.wait_texts, 1, fg.OWNER)
+    assert graph.texts(fg.OWNER) == ["echo: *before\nafter* (2 images)"]
+
+    # Over WhatsApp's 25 MB inbound cap: never downloaded, the sender told why.
+    graph.add_media("HUGE", b"x", "image/jpeg", declared=30 * 1024 * 1024)
+    huge = fg.delivery(fg.value([fg.media_message(fg.OWNER, "image", "HUGE", "wamid.P3")]))
+    assert post(url, huge).status_code == 200
+    server.call(graph.wait_texts, 2, fg.OWNER)
+    refusal = graph.texts(fg.OWNER)[1]
+    assert "over the 25 MB limit for images on whatsapp" in refusal, refusal
+    assert "HUGE" not in graph.downloads
+
+    # A stranger's picture is not even looked up.
+    graph.add_media("STRANGE", b"\xff\xd8\xff\xe0" + bytes(64), "image/jpeg")
+    stranger = fg.delivery(fg.value([fg.media_message(fg.STRANGER, "image", "STRANGE", "wamid.S")]))
+    assert post(url, stranger).status_code == 200
+    assert "STRANGE" not in graph.lookups and "STRANGE" not in graph.downloads
+    models = [r for r in server.requests if r.path.startswith("/v1/")]
+    assert len(models) == 1  # the refused and the stranger's pictures reached no model

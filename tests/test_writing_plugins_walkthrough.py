@@ -1,12 +1,15 @@
-"""docs/writing-plugins.md builds a plugin that actually works.
+"""docs/writing-plugins.md builds plugins that actually work.
 
 The page marks every file of the ``fermix-weather`` project with ``<!-- file: PATH -->``
 before its code block. These tests extract those blocks, write them into a scratch project,
 install it as a real (fake-installed) distribution — a ``.dist-info`` with the entry points
-the page's ``pyproject.toml`` declares — and then check what the page promises: the plugin
-loads through discovery, registers its tool and config section without importing the tool
-module, passes its own tests (including fermix-core's ``ToolContract``) and shows up in
-``fermix plugins list``. An edit to the page that breaks any of that fails here.
+the page's ``pyproject.toml`` declares — and then check what the page promises: the tool,
+provider and channel plugins load through discovery and register their specs without
+importing their implementation modules, pass their own tests (fermix-core's
+``ToolContract``, ``ProviderContract`` and ``ChannelContract`` included), show up in
+``fermix plugins list``, and — configured as the page's ``config.toml`` says — answer a
+message posted to the relay channel of a real daemon. An edit to the page that breaks any of
+that fails here.
 """
 
 from __future__ import annotations
@@ -14,23 +17,39 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import anyio
+import httpx
 import pytest
+import tomlkit
 from fermix_core.plugins.host import PluginHost
-from fermix_core.specs import ConfigSectionSpec, PolicyClass, ToolSpec
+from fermix_core.specs import ChannelSpec, ConfigSectionSpec, PolicyClass, ProviderSpec, ToolSpec
 from fermix_core.testing import FakeDistribution, fake_distribution
+from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "writing-plugins.md"
 DOC_NAME = "docs/writing-plugins.md"
 PLUGIN_NAME = "tools.weather"
+PLUGINS = {
+    "tools.weather": "fermix_weather.plugin",
+    "providers.almanac": "fermix_weather.almanac_plugin",
+    "channels.relay": "fermix_weather.relay_plugin",
+}
+DISTRIBUTION = "fermix-weather"
+FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
 
 FILE_MARK_RE = re.compile(r"^<!--\s*file:\s*(?P<path>\S+)\s*-->\s*$")
+#: ``<!-- config: config.toml -->``, ``<!-- request: relay -->`` … before a block.
+BLOCK_MARK_RE = re.compile(r"^<!--\s*(?P<kind>config|request|reply):\s*(?P<name>\S+)\s*-->\s*$")
 FENCE_OPEN_RE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 
 EXPECTED_FILES = {
@@ -39,8 +58,16 @@ EXPECTED_FILES = {
     "src/fermix_weather/config.py",
     "src/fermix_weather/tool.py",
     "src/fermix_weather/plugin.py",
+    "src/fermix_weather/almanac.py",
+    "src/fermix_weather/almanac_plugin.py",
+    "src/fermix_weather/relay.py",
+    "src/fermix_weather/relay_plugin.py",
     "tests/test_weather.py",
+    "tests/test_almanac.py",
+    "tests/test_relay.py",
 }
+#: Implementation modules that collecting specs must not import.
+HEAVY_MODULES = ("fermix_weather.tool", "fermix_weather.almanac", "fermix_weather.relay")
 
 
 class WalkthroughError(ValueError):
@@ -76,6 +103,24 @@ def extract_files(markdown: str) -> dict[str, str]:
         index += 1
         files[path] = "\n".join(body) + "\n"
     return files
+
+
+def marked_block(markdown: str, kind: str, name: str) -> str:
+    """The fenced block right after ``<!-- kind: name -->`` (its body, verbatim)."""
+    lines = markdown.splitlines()
+    for index, line in enumerate(lines):
+        mark = BLOCK_MARK_RE.match(line.strip())
+        if not mark or (mark["kind"], mark["name"]) != (kind, name):
+            continue
+        if index + 1 >= len(lines) or not FENCE_OPEN_RE.match(lines[index + 1].strip()):
+            raise WalkthroughError(f"{DOC_NAME}: <!-- {kind}: {name} --> must precede a block")
+        body = []
+        for text in lines[index + 2 :]:
+            if text.strip() == "```":
+                return "\n".join(body) + "\n"
+            body.append(text)
+        raise WalkthroughError(f"{DOC_NAME}: the {kind} block {name!r} is never closed")
+    raise WalkthroughError(f"{DOC_NAME}: no <!-- {kind}: {name} --> block")
 
 
 def console_rows(markdown: str, command: str) -> list[list[str]]:
@@ -179,7 +224,7 @@ def test_the_pyproject_declares_the_entry_point_and_a_core_range(
 ) -> None:
     meta = pyproject["project"]
     assert meta["name"] == "fermix-weather"
-    assert meta["entry-points"]["fermix"] == {PLUGIN_NAME: "fermix_weather.plugin"}
+    assert meta["entry-points"]["fermix"] == PLUGINS
     assert "fermix-core>=0.1,<0.2" in meta["dependencies"]
     assert "build-backend" in pyproject["build-system"]
     # The commands that produce this file are on the page too.
@@ -236,8 +281,9 @@ def test_the_pages_install_commands_produce_its_pyproject(
     assert (cwd / source["path"]).resolve() == (REPO / "packages/fermix-core").resolve()
 
 
-def test_registration_module_imports_nothing_heavy(doc_files: dict[str, str]) -> None:
-    plugin = doc_files["src/fermix_weather/plugin.py"]
+@pytest.mark.parametrize("module", sorted(PLUGINS.values()))
+def test_registration_modules_import_nothing_heavy(doc_files: dict[str, str], module: str) -> None:
+    plugin = doc_files[f"src/{module.replace('.', '/')}.py"]
     imported = set(re.findall(r"^(?:from|import)\s+([\w.]+)", plugin, flags=re.MULTILINE))
     assert imported <= {"__future__", "fermix_core.hookspecs", "fermix_core.specs"}, imported
 
@@ -257,24 +303,33 @@ def test_the_code_blocks_are_lint_clean(project: Path) -> None:
 # --------------------------------------------------------------------------- installed
 
 
-def test_the_plugin_loads_through_its_entry_point(installed: FakeDistribution) -> None:
+def test_the_plugins_load_through_their_entry_points(installed: FakeDistribution) -> None:
     host = PluginHost()
-    host.load_entry_points(only=frozenset({PLUGIN_NAME}))
-    [record] = [r for r in host.records if r.name == PLUGIN_NAME]
-    assert record.status == "loaded", record.error
-    assert record.distribution == "fermix-weather"
-    assert record.version == "0.1.0"
-    assert record.hooks == ["fermix_config_sections", "fermix_tools"]
+    host.load_entry_points(only=frozenset({DISTRIBUTION}))
+    records = {r.name: r for r in host.records if r.distribution == DISTRIBUTION}
+    assert set(records) == set(PLUGINS)
+    for record in records.values():
+        assert record.status == "loaded", record.error
+        assert record.version == "0.1.0"
+    assert records["tools.weather"].hooks == ["fermix_config_sections", "fermix_tools"]
+    assert records["providers.almanac"].hooks == ["fermix_providers"]
+    assert records["channels.relay"].hooks == ["fermix_channels"]
 
     registry = host.collect()
     assert registry.errors == []
     tool = registry.typed(ToolSpec)["weather_now"]
     assert tool.policy is PolicyClass.NETWORK
+    assert tool.deferred is False
     assert registry.source_of(tool) == "tools.weather (fermix-weather 0.1.0)"
     section = registry.typed(ConfigSectionSpec)["fermix_weather"]
     assert registry.config_sections()["fermix_weather"][0] == section.model
-    # Collecting specs must not have imported the tool (or httpx through it).
-    assert "fermix_weather.tool" not in sys.modules
+    almanac = registry.typed(ProviderSpec)["almanac"]
+    assert (almanac.keyless, almanac.needs_server) == (True, False)
+    relay = registry.typed(ChannelSpec)["relay"]
+    assert registry.config_sections()["fermix_channels.relay"][0] == relay.config_model
+    # Collecting specs must not have imported the implementations (or httpx through them).
+    imported = [name for name in HEAVY_MODULES if name in sys.modules]
+    assert imported == [], f"collecting specs imported {imported}"
 
 
 def test_the_registered_spec_builds_a_working_tool_definition(installed: FakeDistribution) -> None:
@@ -306,7 +361,7 @@ def test_the_walkthrough_tests_pass(
     assert result.returncode == 0, f"the tests in {DOC_NAME} fail:\n{output}"
     passed = re.search(r"(\d+) passed", output)
     assert passed, output
-    assert int(passed.group(1)) >= 10, output
+    assert int(passed.group(1)) >= 30, output
     assert "skipped" not in output, output
     assert "error" not in output.lower(), output
 
@@ -314,10 +369,10 @@ def test_the_walkthrough_tests_pass(
 def test_fermix_plugins_list_shows_the_plugin(
     installed: FakeDistribution, tmp_path: Path, doc_text: str
 ) -> None:
-    # The author's project environment holds fermix-core and the plugin only: load exactly
+    # The author's project environment holds fermix-core and the plugins only: load exactly
     # those, so the table is the one the page shows.
     env = _subprocess_env(
-        installed, tmp_path / "home", FERMIX_LOAD_PLUGINS=f"fermix-core,{PLUGIN_NAME}"
+        installed, tmp_path / "home", FERMIX_LOAD_PLUGINS=f"fermix-core,{DISTRIBUTION}"
     )
     command = [sys.executable, "-m", "fermix_core.cli", "plugins", "list"]
     as_json = subprocess.run(
@@ -325,34 +380,31 @@ def test_fermix_plugins_list_shows_the_plugin(
     )
     assert as_json.returncode == 0, as_json.stdout + as_json.stderr
     records = {p["name"]: p for p in json.loads(as_json.stdout)["plugins"]}
-    weather = records[PLUGIN_NAME]
-    assert weather["status"] == "loaded", weather
-    assert (weather["distribution"], weather["version"]) == ("fermix-weather", "0.1.0")
+    for name in PLUGINS:
+        assert records[name]["status"] == "loaded", records[name]
+        assert (records[name]["distribution"], records[name]["version"]) == (
+            DISTRIBUTION,
+            "0.1.0",
+        )
 
     table = subprocess.run(
         command, env=env, capture_output=True, text=True, check=False, timeout=60
     )
-    # Every row the page shows (header, core.builtins, tools.weather) must be what fermix
-    # prints; rows for other installed plugins (blocked here) are not on the page.
+    # Every row the page shows (header, core.*, the three plugins) must be what fermix prints,
+    # and every loaded row fermix prints must be on the page; rows for other installed
+    # distributions (blocked here) are not on the page.
     real = {row[0]: row for row in (line.split() for line in table.stdout.splitlines()) if row}
     documented = console_rows(doc_text, "uv run fermix plugins list")
-    assert [PLUGIN_NAME] in [row[:1] for row in documented], (
-        f"{DOC_NAME} no longer shows the {PLUGIN_NAME} row of `fermix plugins list`"
+    loaded = {name for name, row in real.items() if "loaded" in row}
+    assert loaded == {row[0] for row in documented} - {"NAME"}, (
+        f"{DOC_NAME} shows the rows {sorted(r[0] for r in documented)} of `fermix plugins list` "
+        f"but fermix loads {sorted(loaded)}; update the console block"
     )
     for row in documented:
         assert real.get(row[0]) == row, (
             f"{DOC_NAME} shows the row {' '.join(row)!r} but fermix prints "
             f"{' '.join(real.get(row[0], [])) or table.stdout!r}; update the console block"
         )
-    # ... and no row of that environment is missing from the page.
-    in_author_env = {
-        name
-        for name, row in real.items()
-        if len(row) > 1 and row[1] in {"fermix-core", "fermix-weather"} and "loaded" in row
-    }
-    assert in_author_env == {row[0] for row in documented[1:]}, (
-        f"{DOC_NAME}'s table lacks rows fermix prints: {sorted(in_author_env)}"
-    )
 
 
 def test_fermix_config_validate_prints_what_the_page_shows(
@@ -378,6 +430,134 @@ def test_fermix_config_validate_prints_what_the_page_shows(
     )
 
 
+# --------------------------------------------------------------------------- the daemon
+
+
+RELAY_TOKEN = "walkthrough-relay-token"
+#: What the Open-Meteo stand-in reports (the page's reply shows these numbers).
+FORECAST = {
+    "current": {"temperature_2m": 18.4, "wind_speed_10m": 11.2},
+    "current_units": {"temperature_2m": "°C", "wind_speed_10m": "km/h"},
+}
+
+
+class RelayService:
+    """Open-Meteo and the relay service's reply endpoint, on one loopback server."""
+
+    def __init__(self) -> None:
+        self.replies: list[dict] = []
+        self.arrived: anyio.Event | None = None
+
+    async def handle(self, request: RecordedRequest) -> Reply:
+        if request.path.startswith("/v1/forecast"):
+            return Reply(body=FORECAST)
+        if request.path == "/replies":
+            assert request.header("x-relay-token") == RELAY_TOKEN
+            self.replies.append(request.json())
+            if self.arrived is not None:
+                self.arrived.set()
+            return Reply(body={"id": f"r{len(self.replies)}"})
+        return Reply(status=404, body={"error": "not found"})
+
+    async def wait_replies(self, count: int) -> list[dict]:
+        with anyio.fail_after(GUARD):
+            while len(self.replies) < count:
+                self.arrived = anyio.Event()
+                await self.arrived.wait()
+        return list(self.replies)
+
+
+GUARD = 90  # seconds: a hang guard on a loaded machine, not a timing assertion
+
+
+def _daemon_config(doc_text: str, server_url: str) -> str:
+    """The page's config.toml, pointed at the loopback stand-ins."""
+    config = tomllib.loads(marked_block(doc_text, "config", "config.toml"))
+    relay = config["fermix_channels"]["relay"]
+    assert relay["token"] == "@keyring", "the page should show the keyring form of the token"
+    relay["token"] = RELAY_TOKEN  # the daemon's test keyring is empty: use the plaintext form
+    relay["reply_url"] = f"{server_url}/replies"
+    config["fermix_weather"]["base_url"] = server_url
+    config["fermix_web"] = {"port": 0}
+    return tomlkit.dumps(config)
+
+
+def _fermix(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [FERMIX, *args], env=env, capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, f"fermix {' '.join(args)}: {result.stdout}{result.stderr}"
+    return result
+
+
+def _page_request(doc_text: str) -> tuple[dict, str]:
+    """The JSON the page's curl posts, and the answer it shows."""
+    block = marked_block(doc_text, "request", "relay").splitlines()
+    [command] = [line.removeprefix("$ ") for line in block if line.startswith("$ curl")]
+    words = shlex.split(command)
+    body = json.loads(words[words.index("-d") + 1])
+    headers = [words[i + 1] for i, w in enumerate(words) if w == "-H"]
+    assert headers == ["X-Relay-Token: $RELAY_TOKEN"], headers
+    [answer] = [line for line in block if line.startswith("{")]
+    return body, answer
+
+
+def test_the_daemon_answers_a_relay_message_through_the_almanac_and_the_tool(
+    installed: FakeDistribution, tmp_path: Path, doc_text: str
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    service = RelayService()
+    with ThreadedLoopback(service.handle) as server:
+        (home / "config.toml").write_text(_daemon_config(doc_text, server.url), encoding="utf-8")
+        os.chmod(home / "config.toml", 0o600)
+        env = _subprocess_env(installed, home, FERMIX_LOAD_PLUGINS=DISTRIBUTION)
+        env.pop("FERMIX_HTTP_BIND", None)
+        try:
+            _fermix(env, "start")
+            status = json.loads(_fermix(env, "status", "--json").stdout)
+            channels = {c["name"]: c for c in status["channels"]}
+            assert channels["relay"]["state"] == "ready", channels["relay"]
+            assert status["primary_provider"] == "almanac"
+            assert "POST /webhook/relay" in status["http"]["routes"]
+            url = f"{status['http']['url']}/webhook/relay"
+
+            body, shown = _page_request(doc_text)
+            headers = {"X-Relay-Token": RELAY_TOKEN}
+            answer = httpx.post(url, json=body, headers=headers, timeout=60)
+            assert answer.status_code == 202, answer.text
+            assert answer.json() == json.loads(shown)
+            [reply] = server.call(service.wait_replies, 1)
+            assert reply == json.loads(marked_block(doc_text, "reply", "relay"))
+
+            # What the page promises next: a redelivery runs nothing, a stranger is dropped,
+            # a forged token never reaches the gateway.
+            again = httpx.post(url, json=body, headers=headers, timeout=60)
+            assert again.json() == {"result": "duplicate"}
+            stranger = {"id": "m-2", "sender": "mallory", "text": "weather at 1,2"}
+            dropped = httpx.post(url, json=stranger, headers=headers, timeout=60)
+            assert dropped.json() == {"result": "dropped"}
+            forged = httpx.post(url, json=body, headers={"X-Relay-Token": "guess"}, timeout=60)
+            assert forged.status_code == 403
+            follow = {"id": "m-3", "sender": "alice", "text": "and at 52.52,13.41?"}
+            assert httpx.post(url, json=follow, headers=headers, timeout=60).status_code == 202
+            replies = server.call(service.wait_replies, 2)
+            assert replies == [reply, reply]  # the stand-in reports the same weather anywhere
+            forecasts = [
+                parse_qs(urlsplit(r.path).query)
+                for r in server.requests
+                if r.path.startswith("/v1/forecast")
+            ]
+            # Each question made exactly one weather_now call, at the coordinate it named.
+            assert [(q["latitude"], q["longitude"]) for q in forecasts] == [
+                (["38.72"], ["-9.14"]),
+                (["52.52"], ["13.41"]),
+            ]
+            assert {q["temperature_unit"][0] for q in forecasts} == {"celsius"}
+        finally:
+            subprocess.run([FERMIX, "stop"], env=env, capture_output=True, timeout=120)
+
+
 def _load_config(home, text: str):
     from fermix_core.boot import assemble
 
@@ -400,6 +580,36 @@ def test_a_misspelt_key_in_the_section_fails_with_its_full_path(
         _load_config(fermix_home, '[fermix_weather]\nunit = "celsius"\n')
     assert [p.path for p in caught.value.problems] == ["fermix_weather.unit"]
     assert "units" in str(caught.value), "the error should suggest the real key"
+
+
+def test_the_page_s_config_toml_loads_and_reaches_each_plugin(
+    installed: FakeDistribution, fermix_home, doc_text: str
+) -> None:
+    from fermix_core.boot import assemble
+
+    fermix_home.config_file.write_text(
+        marked_block(doc_text, "config", "config.toml"), encoding="utf-8"
+    )
+    loaded = assemble(fermix_home, environ={"FERMIX_LOAD_PLUGINS": DISTRIBUTION}).load_config()
+    assert loaded.warnings == []
+    assert loaded.provider_options("almanac").signature == " (almanac)"
+    assert loaded.section("fermix_channels.relay").owner_user_id == "alice"
+    assert loaded.section("fermix_weather").units == "celsius"
+
+
+def test_a_misspelt_provider_key_fails_with_its_full_path(
+    installed: FakeDistribution, fermix_home
+) -> None:
+    from fermix_core.boot import assemble
+    from fermix_core.config import ConfigError
+
+    fermix_home.config_file.write_text(
+        '[fermix_core.providers.almanac]\nsignatur = "x"\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as caught:
+        assemble(fermix_home, environ={"FERMIX_LOAD_PLUGINS": DISTRIBUTION}).load_config()
+    assert [p.path for p in caught.value.problems] == ["fermix_core.providers.almanac.signatur"]
+    assert "signature" in str(caught.value), "the error should suggest the real key"
 
 
 def test_the_section_of_a_disabled_plugin_is_kept_untouched(

@@ -12,11 +12,13 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 from fermix_core.api import Fermix, FermixClosedError
+from fermix_core.channel import InboundMessage, OutboundMessage
+from fermix_core.facade import ServiceHost
 from fermix_core.hookspecs import hookimpl
 from fermix_core.messages import Turn
 from fermix_core.provider import ChatRequest, ErrorKind, Provider, ProviderError, ProviderSettings
-from fermix_core.runtime import Runtime
 from fermix_core.specs import ModelInfo, PolicyClass, ProviderSpec, ToolSpec
 from fermix_core.tool import Tool, ToolContext, ToolError, ToolOutput
 from fermix_core.turns import TurnOutcome
@@ -71,10 +73,28 @@ class AppPlugin:
 
     def __init__(self) -> None:
         self.started = False
+        self.heard: list[str] = []
+        self.greeted = anyio.Event()
 
     @hookimpl
-    def fermix_startup(self, runtime: Runtime) -> None:
+    def fermix_startup(self, runtime: ServiceHost) -> None:
         self.started = runtime.home.path.is_dir()
+        runtime.state["app"] = self
+        runtime.task_group.start_soon(self.greet, runtime, name="app greeting")
+
+    async def greet(self, runtime: ServiceHost) -> None:
+        """Feed one message through the gateway, as an app's own source would."""
+
+        async def heard(message: OutboundMessage) -> None:
+            self.heard.append(message.text)
+
+        note = InboundMessage(
+            channel="cli", chat_id="app", sender_id="local", text="hi", local=True
+        )
+        outcome = await runtime.ingest(note, runtime.reply_port(heard))
+        if outcome.job is not None:
+            await outcome.job.done.wait()
+        self.greeted.set()
 
     @hookimpl
     def fermix_tools(self) -> Iterator[ToolSpec]:
@@ -87,6 +107,7 @@ class AppPlugin:
             label="App",
             factory=EchoProvider,
             keyless=True,
+            needs_server=False,
             default_model="m1",
             models=(ModelInfo(id="m1", context_window=8_000),),
         )
@@ -95,7 +116,7 @@ class AppPlugin:
 async def ask_once(home: Path, question: str) -> str:
     config = {
         "fermix_core": {
-            "providers": {"app": {"primary": True, "base_url": "http://127.0.0.1:9/unused"}},
+            "providers": {"app": {"primary": True}},
             "memory": {"review_enabled": False},
         }
     }
@@ -104,8 +125,10 @@ async def ask_once(home: Path, question: str) -> str:
         home, config=config, plugins=[("app", plugin)], entry_points=False
     ) as fx:
         outcome: TurnOutcome = await fx.ask(question, session="typed")
+        await plugin.greeted.wait()
         closed = fx
     assert plugin.started
+    assert plugin.heard == ["you said: hi"]
     with contextlib.suppress(FermixClosedError):
         await closed.ask("after the block")
     return outcome.text

@@ -112,7 +112,8 @@ def test_host_collects_all_six_and_their_sections_without_errors() -> None:
     assert set(sections) == {f"fermix_channels.{n}" for n in NAMES}
     for name in NAMES:
         ref, source = sections[f"fermix_channels.{name}"]
-        assert source == f"channels.{name} (in-process)"
+        # A first-party module registered in process keeps its distribution.
+        assert source == f"channels.{name} (fermix-channels 0.1.0)"
         assert resolve_ref(ref) is model_of(name)
 
 
@@ -166,7 +167,8 @@ def test_remote_flags_and_enablement_defaults() -> None:
 
 
 def test_abilities() -> None:
-    assert [n for n in NAMES if spec_of(n).supports_draft] == ["telegram"]
+    # The channels that edit their own messages in place: Telegram, and Discord (PATCH).
+    assert [n for n in NAMES if spec_of(n).supports_draft] == ["telegram", "discord"]
     assert [n for n in NAMES if spec_of(n).supports_reactions] == REMOTE
 
 

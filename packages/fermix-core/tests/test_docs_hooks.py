@@ -565,6 +565,6 @@ def test_enum_member_drift_is_reported(doc_text: str) -> None:
 
 def test_frozenset_default_is_rendered_in_a_stable_order() -> None:
     field = next(f for f in dataclasses.fields(specs.ProviderSpec) if f.name == "config_keys")
-    assert (
-        render_default(field) == "`frozenset({'api_key', 'base_url', 'default_model', 'primary'})`"
+    assert render_default(field) == (
+        "`frozenset({'api_key', 'base_url', 'default_model', 'primary', 'vision_models'})`"
     )

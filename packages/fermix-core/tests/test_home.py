@@ -62,6 +62,8 @@ def test_layout_paths(tmp_path) -> None:
         "traces": "traces",
         "logs": "logs",
         "grants": "grants",
+        "cache": "cache",
+        "media": "media",
     }
     for attr, name in dirs.items():
         assert getattr(home, attr) == tmp_path / name

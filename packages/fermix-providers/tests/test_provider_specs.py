@@ -65,7 +65,8 @@ def test_host_collects_all_seven_without_errors() -> None:
     providers = registry.typed(ProviderSpec)
     assert set(providers) == set(NAMES)
     for name, spec in providers.items():
-        assert registry.source_of(spec) == f"providers.{name} (in-process)"
+        # A first-party module registered in process keeps its distribution.
+        assert registry.source_of(spec) == f"providers.{name} (fermix-providers 0.1.0)"
 
 
 def test_fallback_order_is_the_catalog_order() -> None:
@@ -89,7 +90,7 @@ def test_every_provider_takes_the_base_keys() -> None:
 
 
 def test_exact_key_allowlists() -> None:
-    base = {"primary", "default_model", "base_url"}
+    base = {"primary", "default_model", "base_url", "vision_models"}
     expected = {
         "openai_codex": base | {"reasoning_effort", "fast"},
         "openai": base | {"api_key", "reasoning_effort", "wire"},
@@ -225,11 +226,12 @@ def test_a_clashing_third_party_provider_is_reported_not_silently_kept() -> None
     rogue.fermix_providers = fermix_providers  # type: ignore[attr-defined]
     host.register(rogue, name="rogue")
     registry = host.collect()
-    assert "openai" not in registry.typed(ProviderSpec)
+    # The first-party name is reserved: the built-in stays, the rogue one is refused.
+    assert registry.typed(ProviderSpec)["openai"].factory != "rogue.adapter:Rogue"
     [error] = registry.errors
     assert error.name == "openai"
-    assert "providers.openai (in-process)" in error.sources
-    assert "rogue (in-process)" in error.sources
+    assert "reserved by first-party providers.openai (fermix-providers 0.1.0)" in error.message
+    assert error.sources == ("rogue (in-process)",)
 
 
 def test_registration_imports_no_http_or_validation_stack() -> None:

@@ -159,8 +159,9 @@ DISCORD_SETUP = ChannelSetup(
     explain=(
         "Discord needs an application with a bot at https://discord.com/developers/\n"
         "applications: copy the bot token (Bot > Reset Token), turn on the Message Content\n"
-        "intent, and invite the bot with the bot scope and Send Messages / Read Message\n"
-        "History. The daemon connects to the Gateway itself, so no public URL is needed."
+        "intent, and invite the bot with the bot scope and View Channels, Send Messages,\n"
+        "Send Messages in Threads, Read Message History, Attach Files and Add Reactions.\n"
+        "The daemon connects to the Gateway itself, so no public URL is needed."
     ),
     fields=(
         ChannelField("bot_token", "Bot token", secret=True),
@@ -175,9 +176,10 @@ SIGNAL_SETUP = ChannelSetup(
     channel="signal",
     label="Signal",
     explain=(
-        "Signal runs through signal-cli on this machine: install it and register or link\n"
-        "the number the bot answers from (signal-cli -a +15551234567 register, or link as\n"
-        "a secondary device). No public URL is needed."
+        "Signal runs through signal-cli on this machine (Java 21+): install it and register\n"
+        "or link the number the bot answers from (signal-cli -a +15551234567 register, then\n"
+        "verify CODE; or signal-cli link -n fermix to link it to your phone). Fermix starts\n"
+        "signal-cli itself; no public URL is needed. See docs/channels/signal.md."
     ),
     fields=(
         ChannelField("account", "The number signal-cli is registered with (+15551234567)"),

@@ -75,6 +75,17 @@ async def test_an_oversized_file_is_named_not_fetched(running, fake) -> None:
     assert fake.downloads == []
 
 
+async def test_an_oversized_image_is_withheld_not_fetched(running, fake) -> None:
+    big = fake.private_file("pano.jpg", b"x", "image/jpeg", size=MAX_INBOUND_FILE + 1)
+    body = fs.message_event("look", subtype="file_share", files=[big])
+    async with running() as (channel, host):
+        await channel.handle_webhook(request(body))
+    (attachment,) = host.deliveries[0].attachments
+    assert attachment.withheld and attachment.filename == "pano.jpg"
+    assert attachment.size == MAX_INBOUND_FILE + 1
+    assert fake.downloads == []
+
+
 async def test_a_file_larger_than_declared_is_cut_off(running, fake, monkeypatch) -> None:
     import fermix_channels.slack.adapter as adapter
 
@@ -121,3 +132,17 @@ async def test_a_slack_outage_during_download_asks_for_a_retry(running, fake) ->
         second = await channel.handle_webhook(request(body))
     assert (first.status, second.status) == (503, 200)
     assert len(host.deliveries) == 1 and host.deliveries[0].attachments
+
+
+async def test_audio_over_the_gateways_cap_is_handed_over_unfetched(running, fake) -> None:
+    memo = fake.private_file("memo.m4a", b"a" * 4096, "audio/mp4")
+    photo = fake.private_file("cat.png", b"\x89PNG", "image/png")
+    body = fs.message_event("listen", subtype="file_share", files=[memo, photo])
+    async with running() as (channel, host):
+        host.inbound_caps["audio"] = 1024  # the transcription cap, as the runtime reports it
+        await channel.handle_webhook(request(body))
+    (message,) = host.deliveries
+    withheld, image = message.attachments
+    assert (withheld.kind, withheld.withheld, withheld.size) == (AttachmentKind.AUDIO, True, 4096)
+    assert image.data == b"\x89PNG"
+    assert len(fake.downloads) == 1  # only the image

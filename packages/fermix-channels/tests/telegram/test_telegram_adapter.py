@@ -207,6 +207,40 @@ async def test_oversized_media_is_refused_before_download(fake, running) -> None
     assert "a.iso is over 20 MB" in host.deliveries[0].text
 
 
+async def test_audio_over_the_gateways_cap_is_handed_over_unfetched(fake, running) -> None:
+    big = fake.add_file(b"OggS" * 1000, path="voice/big.oga")
+    # Declared small but larger when getFile answers: caught there, still not downloaded.
+    liar = fake.add_file(b"OggS" * 600, path="voice/liar.oga")
+    note = fake.add_file(b"\x00\x00\x00\x20ftypisom", path="video_notes/n.mp4")
+    async with running() as (_, host):
+        host.inbound_caps["audio"] = 2048  # the transcription cap, as the runtime reports it
+        fake.message(None, voice={"file_id": big, "file_size": 4000, "mime_type": "audio/ogg"})
+        fake.message(None, voice={"file_id": liar, "mime_type": "audio/ogg"})
+        fake.message(None, video_note={"file_id": note, "file_size": 12, "length": 240})
+        await host.wait_for_deliveries(3)
+    first, second, third = (m.attachments[0] for m in host.deliveries)
+    assert (first.kind, first.withheld, first.size) == (AttachmentKind.AUDIO, True, 4000)
+    assert (second.withheld, second.size) == (True, 2400)
+    assert third.kind is AttachmentKind.AUDIO and third.mime_type == "video/mp4"
+    assert third.data == b"\x00\x00\x00\x20ftypisom"
+    assert [c.params["file_id"] for c in fake.calls_to("getFile")] == [liar, note]
+    assert fake.downloads == ["video_notes/n.mp4"]
+
+
+async def test_an_oversized_photo_is_withheld_for_the_gateway_to_refuse(fake, running) -> None:
+    size = MAX_INBOUND_FILE + 1
+    async with running() as (_, host):
+        fake.message(
+            None, photo=[{"file_id": "BIG", "width": 9000, "height": 9000, "file_size": size}]
+        )
+        await host.wait_for_deliveries(1)
+    assert not fake.calls_to("getFile")
+    (message,) = host.deliveries
+    (attachment,) = message.attachments
+    assert attachment.withheld and attachment.kind == "image" and attachment.size == size
+    assert message.text == ""  # no note: the gateway answers the sender naming the cap
+
+
 async def test_send_html_silent_thread_reply(fake, running) -> None:
     inbound = fake.message("q")["message"]
     async with running() as (channel, _):

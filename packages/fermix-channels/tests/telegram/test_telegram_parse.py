@@ -129,7 +129,11 @@ def test_voice_document_video_note_kinds() -> None:
     assert voice.raw_ref.media[0].kind is AttachmentKind.AUDIO
     assert doc.raw_ref.media[0].kind is AttachmentKind.DOCUMENT
     assert doc.raw_ref.media[0].filename == "a.pdf"
-    assert note.raw_ref.media[0].kind is AttachmentKind.VIDEO
+    # A round video note is speech: audio for the gateway, its MP4 container kept.
+    assert note.raw_ref.media[0].kind is AttachmentKind.AUDIO
+    assert note.raw_ref.media[0].mime_type == "video/mp4"
+    video = parse(_msg(None, video={"file_id": "m", "mime_type": "video/mp4"}))
+    assert video.raw_ref.media[0].kind is AttachmentKind.VIDEO
 
 
 def test_stickers_channel_posts_and_service_messages_are_skipped() -> None:

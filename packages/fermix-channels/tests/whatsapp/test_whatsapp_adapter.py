@@ -37,6 +37,8 @@ def post(body: bytes, headers: dict[str, str] | None = None) -> WebhookRequest:
 
 
 async def running(graph: Any, **overrides: Any) -> tuple[WhatsAppChannel, StubChannelHost]:
+    # Album merging is tested in test_whatsapp_albums.py; here each image is its own turn.
+    overrides.setdefault("album_debounce_ms", 0)
     channel = WhatsAppChannel(whatsapp_config(graph, **overrides))
     host = StubChannelHost("whatsapp", config=channel.config)
     await host.__aenter__()
@@ -298,3 +300,24 @@ async def test_missing_credentials_degrade_instead_of_crashing(graph) -> None:
         with pytest.raises(ChannelTransientError):
             await channel.send(OutboundMessage(chat_id=fg.OWNER, text="x"))
         await channel.stop()
+
+
+async def test_a_voice_note_over_the_gateways_cap_is_handed_over_unfetched(wa, graph) -> None:
+    channel, host = wa
+    host.inbound_caps["audio"] = 1024  # the transcription cap, as the runtime reports it
+    graph.add_media("VOICE1", b"OggS" * 1000, "audio/ogg; codecs=opus")
+    graph.add_media("VOICE2", b"OggS small", "audio/ogg; codecs=opus")
+    body = fg.delivery(
+        fg.value(
+            [
+                fg.media_message(fg.OWNER, "audio", "VOICE1", "wamid.V1", voice=True),
+                fg.media_message(fg.OWNER, "audio", "VOICE2", "wamid.V2", voice=True),
+            ]
+        )
+    )
+    assert (await channel.handle_webhook(post(body))).status == 200
+    big, small = host.deliveries
+    (withheld,) = big.attachments
+    assert withheld.kind == "audio" and withheld.withheld and withheld.size == 4000
+    assert small.attachments[0].data == b"OggS small"
+    assert graph.downloads == ["VOICE2"]  # the oversized voice note was never fetched

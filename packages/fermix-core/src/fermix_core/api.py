@@ -19,11 +19,13 @@ or remote channels. ``docs/embedding.md`` has the details.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from fermix_core.facade import ServiceHost
 from fermix_core.home import FermixHome
 from fermix_core.runtime import Runtime
 from fermix_core.service import FermixService
@@ -46,6 +48,11 @@ class Fermix:
     @property
     def runtime(self) -> Runtime:
         return self.service.runtime
+
+    @property
+    def host(self) -> ServiceHost:
+        """The runtime facade plugins get (gateway ingest, reply ports, tasks, secrets)."""
+        return self.service.runtime.service_host
 
     @classmethod
     @asynccontextmanager
@@ -70,19 +77,26 @@ class Fermix:
             home, environ=environ, plugins=plugins, entry_points=entry_points, config=config
         )
         async with FermixService.running(runtime) as service:
-            await runtime.start()
             fx = cls(service)
             try:
-                yield fx
+                async with runtime.serving(service):
+                    yield fx
             finally:
                 fx.closed = True
-                await runtime.stop()
 
     async def ask(
-        self, text: str, *, session: str = "default", cwd: str | Path | None = None
+        self,
+        text: str = "",
+        *,
+        session: str = "default",
+        cwd: str | Path | None = None,
+        images: Iterable[str | os.PathLike[str] | bytes] = (),
     ) -> TurnOutcome:
         """Run one operator turn (or slash command) in *session*; returns the outcome.
 
+        *images* are local image files (paths) or image bytes the model sees with *text*;
+        a path that is missing, unreadable or not a picture raises
+        :class:`~fermix_core.media.images.ImageError` (a ``ValueError``) before any turn.
         Raises :class:`FermixClosedError` once the ``Fermix.open`` block has ended.
         """
         if self.closed:
@@ -90,7 +104,19 @@ class Fermix:
                 "this Fermix is closed: its `async with Fermix.open(...)` block has ended. "
                 "Call ask() inside the block, or open a new one."
             )
-        return await self.service.ask(text, session=session, cwd=Path(cwd) if cwd else None)
+        pictures: list[Path | bytes] = []
+        for image in images:
+            if isinstance(image, bytes | bytearray):
+                pictures.append(bytes(image))
+                continue
+            from fermix_core.media.images import check_local_image
+
+            check_local_image(image)
+            pictures.append(Path(image).absolute())
+        cwd_path = Path(cwd) if cwd else None
+        if pictures:
+            return await self.service.ask(text, session=session, cwd=cwd_path, images=pictures)
+        return await self.service.ask(text, session=session, cwd=cwd_path)
 
     def status(self) -> dict[str, Any]:
         return self.service.status()

@@ -58,6 +58,12 @@ def fermix_doctor_checks():
         order=80,
     )
     yield DoctorCheckSpec(
+        name="transcription",
+        label="transcription",
+        check="fermix_core.transcription.doctor:check_transcription",
+        order=82,
+    )
+    yield DoctorCheckSpec(
         name="skills", label="skills", check="fermix_core.skills.doctor:check_skills", order=85
     )
     yield DoctorCheckSpec(
@@ -80,3 +86,6 @@ def fermix_setup_steps():
     from fermix_core.setup_personalization import PERSONALIZATION_STEP
 
     yield PERSONALIZATION_STEP
+    from fermix_core.transcription.setup_step import TRANSCRIPTION_STEP
+
+    yield TRANSCRIPTION_STEP

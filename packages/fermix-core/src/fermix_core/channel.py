@@ -51,6 +51,7 @@ __all__ = [
     "WebhookRequest",
     "WebhookResponse",
     "WebhookRoute",
+    "inbound_cap",
 ]
 
 
@@ -73,7 +74,10 @@ class Attachment(BaseModel):
     """A media item, inbound or outbound, held as a local file or as bytes.
 
     Exactly one of ``path`` and ``data`` is set, so a consumer never has to decide which
-    of two disagreeing sources is the real file.
+    of two disagreeing sources is the real file — except for a ``withheld`` inbound item:
+    one the platform announced but the adapter did not download because its declared
+    ``size`` is over the channel's inbound cap. It carries neither, and the gateway answers
+    the sender naming the cap instead of running a turn without it.
     """
 
     model_config = ConfigDict(
@@ -90,6 +94,8 @@ class Attachment(BaseModel):
     size: int | None = Field(default=None, ge=0)
     #: A per-item caption for outbound media; platforms that take one caption use the first.
     caption: str | None = None
+    #: Announced by the platform but not downloaded (over the inbound cap); no bytes.
+    withheld: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -102,12 +108,18 @@ class Attachment(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> Attachment:
+        if self.withheld:
+            if self.path is not None or self.data is not None:
+                raise ValueError("a withheld Attachment carries no path or data")
+            return self
         if (self.path is None) == (self.data is None):
             raise ValueError("an Attachment needs exactly one of path or data")
         return self
 
     def read_bytes(self) -> bytes:
         """The attachment's bytes. Reads the file for path attachments, so it blocks."""
+        if self.withheld:
+            raise ValueError("a withheld attachment was never downloaded; it has no bytes")
         if self.data is not None:
             return self.data
         assert self.path is not None
@@ -310,6 +322,14 @@ class ChannelHost(Protocol):
     #: The runtime's shared HTTP client (an adapter may use its platform SDK instead).
     http: httpx.AsyncClient
     home: FermixHome
+    #: Resolves secrets of the channel's section (``"@keyring"``, env/command references),
+    #: consulting plugins' ``fermix_resolve_secret`` hooks: a
+    #: :class:`~fermix_core.secrets.SecretResolver`. Blocking: call ``resolve`` on a worker
+    #: thread (``anyio.to_thread.run_sync(host.secrets.resolve, field)``).
+    secrets: Any
+    #: The runtime facade lifecycle hooks get (:class:`~fermix_core.facade.ServiceHost`:
+    #: gateway ingest, reply ports, config, telemetry, tasks); ``None`` without a service.
+    service: Any
 
     async def deliver(self, message: InboundMessage) -> DeliveryResult:
         """Hand a normalized message to the gateway; returns once accepted.
@@ -329,6 +349,15 @@ class ChannelHost(Protocol):
         """
         ...
 
+    async def remember(self, platform_id: str) -> None:
+        """Record *platform_id* as delivered without delivering anything.
+
+        For platform messages merged into one delivered message (WhatsApp's per-image
+        webhooks of one album): the merged message carries the first part's id, and each
+        other part is remembered so its redelivery is a duplicate, never a turn.
+        """
+        ...
+
     def report(self, state: str, error: str | None = None) -> None:
         """Report this channel's health: one of :data:`HEALTH_STATES`."""
         ...
@@ -336,6 +365,21 @@ class ChannelHost(Protocol):
     def emit(self, name: str, **data: Any) -> None:
         """Telemetry, best effort."""
         ...
+
+
+def inbound_cap(host: Any, kind: AttachmentKind, mime_type: str | None = None) -> int | None:
+    """The gateway's own size cap in bytes for an inbound file of *kind* (audio: the
+    transcription cap, ``[fermix_core.transcription] max_file_mb``), or ``None``.
+
+    An adapter checks a file's declared size against it before downloading. The runtime's
+    host answers through its optional ``inbound_cap`` method; a host without one (a test
+    double) answers ``None``.
+    """
+    method = getattr(host, "inbound_cap", None)
+    if method is None:
+        return None
+    cap = method(kind, mime_type)
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) else None
 
 
 # ----------------------------------------------------------------------------- adapter
@@ -366,6 +410,10 @@ class Channel(ABC):
     #: Outbound media caps in bytes by AttachmentKind value ("image", "audio", "video",
     #: "document", "voice"); a kind absent here falls back to "document"'s cap.
     media_caps: Mapping[str, int] = MappingProxyType({})
+    #: Largest inbound file in bytes the adapter downloads (the spec's "inbound media
+    #: cap"); the gateway refuses a bigger image with a reply naming it. ``None``: the
+    #: gateway's default (20 MB).
+    max_inbound_media: int | None = None
     #: A fixed reaction set (Telegram emoji, Slack shortcodes), or None for any single emoji.
     reactions_allowed: tuple[str, ...] | None = None
 

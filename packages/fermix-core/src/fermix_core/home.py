@@ -34,6 +34,8 @@ LAYOUT_DIRS: tuple[str, ...] = (
     "traces",
     "logs",
     "grants",
+    "cache",
+    "media",
 )
 
 PRIVATE_DIR_MODE = 0o700
@@ -156,6 +158,16 @@ class FermixHome:
     @property
     def grants(self) -> Path:
         return self.path / "grants"
+
+    @property
+    def cache(self) -> Path:
+        """Derived data a process may rebuild at any time (tool definitions)."""
+        return self.path / "cache"
+
+    @property
+    def media(self) -> Path:
+        """Inbound media kept for history (``media/images/<sha256>.<ext>``)."""
+        return self.path / "media"
 
     # ------------------------------------------------------------------ creating
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fermix_core.facade import ServiceHost
     from fermix_core.secrets import SecretRequest
     from fermix_core.specs import (
         ChannelSpec,
@@ -108,7 +109,8 @@ def fermix_tools() -> Iterable[ToolSpec]:
     Called once per boot. Each :class:`~fermix_core.specs.ToolSpec` declares its policy
     class, ``owner_only`` and ``read_only`` flags, from which the operator and guest
     surfaces are derived. Tools from third-party distributions are deferred by default
-    (reached through ``tool_search``) unless the spec says otherwise.
+    (reached through ``tool_search``) unless the spec sets ``deferred=False``; a deferred
+    tool is still callable by name.
 
     Example::
 
@@ -143,7 +145,12 @@ def fermix_memory_backends() -> Iterable[MemoryBackendSpec]:
 def fermix_transcription_backends() -> Iterable[TranscriptionBackendSpec]:
     """Register speech-to-text backends used for inbound audio.
 
-    Called once per boot. ``[fermix_core.transcription] backend`` selects one by name.
+    Called once per boot. ``[fermix_core.transcription] backend`` selects one by name. On
+    the first audio message the selected spec's ``factory`` is called as
+    ``factory(settings)`` with a :class:`fermix_core.transcription.BackendSettings` (the
+    runtime's httpx client, the resolved key, model and base URL) and returns an object with
+    ``name`` and ``async transcribe(clip: AudioClip) -> str`` that raises
+    ``TranscriptionFailed`` on failure (see ``fermix_core.transcription.contract``).
 
     Example::
 
@@ -320,27 +327,32 @@ def fermix_cli(app: Any) -> None:
 
 
 @hookspec
-def fermix_startup(runtime: Any) -> Any:
+def fermix_startup(runtime: ServiceHost) -> Any:
     """Take part in daemon start-up. May be ``async``.
 
-    Called after configuration and plugins are loaded, before channels start. *runtime* is
-    the :class:`fermix_core.runtime.Runtime`. An exception is logged and reported; it does
-    not stop other plugins from starting.
+    Called once the service is running (the gateway accepts messages) and before channels
+    start. *runtime* is the :class:`fermix_core.facade.ServiceHost`, the runtime facade:
+    ``ingest`` and ``reply_port`` to feed the gateway, ``config``, ``home``, ``state``,
+    ``emit`` for telemetry, ``secrets`` and a supervised ``task_group`` for background
+    work. An exception is logged and reported; it does not stop other plugins from
+    starting.
 
     Example::
 
         @hookimpl
         async def fermix_startup(runtime):
             runtime.state["weather_cache"] = await open_cache(runtime.home.path)
+            runtime.task_group.start_soon(watch_alerts, runtime)
     """
 
 
 @hookspec
-def fermix_shutdown(runtime: Any) -> Any:
+def fermix_shutdown(runtime: ServiceHost) -> Any:
     """Release what ``fermix_startup`` acquired. May be ``async``.
 
-    Called once while the daemon stops, in reverse registration order. Exceptions are
-    logged and never stop the shutdown of other plugins.
+    Called once while the daemon stops, after channels stopped, in reverse registration
+    order, with the same facade; the plugins' background tasks are cancelled after every
+    shutdown hook ran. Exceptions are logged and never stop the shutdown of other plugins.
 
     Example::
 

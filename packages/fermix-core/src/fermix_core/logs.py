@@ -121,6 +121,7 @@ def add_known_secret(value: str) -> None:
         _known_values.update(spellings)
         ordered = sorted(_known_values, key=len, reverse=True)
         _known_pattern = re.compile("|".join(re.escape(v) for v in ordered))
+        _redacted.clear()
 
 
 def forget_known_secrets() -> None:
@@ -128,10 +129,31 @@ def forget_known_secrets() -> None:
     with _known_lock:
         _known_values.clear()
         _known_pattern = None
+        _redacted.clear()
 
 
 def marker(vendor: str) -> str:
     return f"[REDACTED:{vendor}]"
+
+
+#: Short texts already redacted (trace fields repeat the same event names, channels and
+#: models on every turn). Cleared whenever the known secrets change.
+_redacted: dict[str, str] = {}
+_REDACTED_MAX_CHARS = 128
+_REDACTED_MAX_ENTRIES = 4096
+
+
+def redact_short(text: str) -> str:
+    """:func:`redact`, remembered for texts of up to 128 characters."""
+    if len(text) > _REDACTED_MAX_CHARS:
+        return redact(text)
+    done = _redacted.get(text)
+    if done is None:
+        done = redact(text)
+        if len(_redacted) >= _REDACTED_MAX_ENTRIES:
+            _redacted.clear()
+        _redacted[text] = done
+    return done
 
 
 def redact(text: str) -> str:

@@ -54,11 +54,15 @@ class TextPart(BaseModel):
 
 
 class ImagePart(BaseModel):
-    """One picture, held either inline (``data``) or by reference (``url``).
+    """One picture, held inline (``data``), by reference (``url``) or as a local file (``path``).
 
-    Exactly one of the two is set: an adapter must know whether it has bytes to encode or a
-    URL to pass through, and "both" would leave it guessing which one is authoritative.
-    Bytes travel as base64 in JSON so a history row or trace round-trips losslessly.
+    Exactly one of the three is set: an adapter must know whether it has bytes to encode or
+    a URL to pass through, and two would leave it guessing which one is authoritative.
+    ``path`` is how history keeps inbound images: the file lives under
+    ``$FERMIX_HOME/media/images`` and the row stores only its name, so a conversation with
+    pictures stays small in SQLite. :meth:`fermix_core.provider.Provider.prepare_images`
+    reads and fits path images into inline bytes before a wire encodes them. Inline bytes
+    travel as base64 in JSON so a trace round-trips losslessly.
     """
 
     model_config = ConfigDict(
@@ -69,6 +73,7 @@ class ImagePart(BaseModel):
     media_type: str
     data: bytes | None = Field(default=None, repr=False)
     url: str | None = None
+    path: str | None = None
 
     @field_validator("media_type")
     @classmethod
@@ -82,19 +87,29 @@ class ImagePart(BaseModel):
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> ImagePart:
-        if (self.data is None) == (self.url is None):
-            raise ValueError("an ImagePart needs exactly one of data (bytes) or url")
+        sources = sum(value is not None for value in (self.data, self.url, self.path))
+        if sources != 1:
+            raise ValueError("an ImagePart needs exactly one of data (bytes), url or path")
         if self.data is not None and not self.data:
             raise ValueError("ImagePart.data is empty; pass the image bytes or a url instead")
+        if self.path is not None and not self.path.strip():
+            raise ValueError("ImagePart.path is empty; pass the file's absolute path")
         return self
 
+    def read(self) -> bytes:
+        """The image's bytes: inline data, or the file behind ``path`` (this blocks)."""
+        if self.data is not None:
+            return self.data
+        if self.path is not None:
+            with open(self.path, "rb") as handle:
+                return handle.read()
+        raise ValueError(
+            "this ImagePart refers to a url; download it first or pass the url through"
+        )
+
     def base64(self) -> str:
-        """The inline bytes as standard base64, the form every vision wire asks for."""
-        if self.data is None:
-            raise ValueError(
-                "this ImagePart refers to a url; download it first or pass the url through"
-            )
-        return base64.b64encode(self.data).decode("ascii")
+        """The image's bytes as standard base64, the form every vision wire asks for."""
+        return base64.b64encode(self.read()).decode("ascii")
 
     def data_url(self) -> str:
         """A ``data:`` URL (what OpenAI-shaped wires take for inline images)."""
@@ -257,6 +272,12 @@ class Message(BaseModel):
     def images(self) -> list[ImagePart]:
         parts = self.tool_result.content if self.tool_result is not None else self.content
         return [p for p in parts if isinstance(p, ImagePart)]
+
+    @property
+    def has_images(self) -> bool:
+        """Whether :attr:`images` is non-empty, without building the list."""
+        parts = self.tool_result.content if self.tool_result is not None else self.content
+        return any(isinstance(p, ImagePart) for p in parts)
 
     @property
     def is_empty(self) -> bool:

@@ -14,12 +14,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fermix_core.messages import Message, ToolDefinition, Turn
 from fermix_core.specs import REASONING_EFFORTS
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fermix_core.media.limits import ImageLimits
 
 __all__ = [
     "ChatRequest",
@@ -95,7 +98,7 @@ class ChatRequest(BaseModel):
     @property
     def has_images(self) -> bool:
         """Whether any message (tool results included) carries an image."""
-        return any(m.images for m in self.messages)
+        return any(m.has_images for m in self.messages)
 
     async def emit(self, event: StreamEvent) -> None:
         """Hand *event* to ``on_event`` if there is one, awaiting it when it is async."""
@@ -205,7 +208,9 @@ class ProviderSettings:
     (environment, keyring, command …), never a reference. ``http`` is the runtime's shared
     ``httpx.AsyncClient`` when there is one; an adapter given ``None`` creates and owns its
     own. ``auth_store`` is the :class:`~fermix_core.authfile.AuthStore` OAuth modes read
-    tokens from.
+    tokens from. ``options`` is the provider's own settings: its spec's ``config_model``
+    validated against the keys of ``[fermix_core.providers.<name>]`` that core does not own
+    (the model's defaults when the block sets none; ``None`` when the spec has no model).
     """
 
     name: str
@@ -218,7 +223,10 @@ class ProviderSettings:
     wire: str | None = None
     http: Any = field(default=None, repr=False, compare=False)
     auth_store: Any = field(default=None, repr=False, compare=False)
+    options: Any = field(default=None, compare=False)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Models the operator declared vision-capable (``vision_models``), beyond the catalog.
+    vision_models: tuple[str, ...] = ()
 
 
 class Provider(ABC):
@@ -234,6 +242,15 @@ class Provider(ABC):
     supports_streaming: bool = False
     #: The adapter counts response chunks, so it can prove a failure was pre-response.
     counts_chunks: bool = False
+    #: The largest image the wire takes, as plain numbers so declaring them imports
+    #: nothing (adapters load on the cold ``fermix ask`` path): the long edge in pixels, the
+    #: raw bytes per image (three quarters of a cap that is on the base64 text) and the
+    #: formats sent. :meth:`prepare_images` downscales and re-encodes to them.
+    image_max_edge: ClassVar[int] = 2048
+    image_max_bytes: ClassVar[int] = 20 * 1024 * 1024
+    image_types: ClassVar[frozenset[str]] = frozenset(
+        {"image/png", "image/jpeg", "image/gif", "image/webp"}
+    )
 
     @abstractmethod
     async def chat(self, request: ChatRequest) -> Turn:
@@ -253,13 +270,42 @@ class Provider(ABC):
         saw, so adapters call this first and fail loud instead.
         """
         if request.has_images and not self.vision(request.model):
-            model = request.model or "the default model"
+            from fermix_core.media.images import model_label
+
             return ProviderError(
                 ErrorKind.UNSUPPORTED_INPUT,
-                f"{model} cannot read images; choose a vision-capable model or provider",
+                f"{model_label(self, request.model)} cannot read images; choose a "
+                "vision-capable model or provider",
                 provider=self.name or None,
             )
         return None
+
+    @property
+    def image_limits(self) -> ImageLimits:
+        """:attr:`image_max_edge`, :attr:`image_max_bytes` and :attr:`image_types` as one
+        :class:`~fermix_core.media.limits.ImageLimits`."""
+        from fermix_core.media.limits import ImageLimits
+
+        return ImageLimits(
+            max_long_edge=self.image_max_edge,
+            max_bytes=self.image_max_bytes,
+            media_types=frozenset(self.image_types),
+        )
+
+    async def prepare_images(self, request: ChatRequest) -> ChatRequest:
+        """*request* with its images ready for this wire; call it before encoding.
+
+        Path images (history) are read, every image is downscaled and re-encoded to
+        :attr:`image_limits` when it is larger, and a model without vision raises
+        ``unsupported_input`` naming the model for the newest message's images, while
+        older turns' images become a short note. A request without images is returned
+        as it is, at no cost. See :mod:`fermix_core.media.images`.
+        """
+        if not request.has_images:
+            return request
+        from fermix_core.media.images import prepare_request
+
+        return await prepare_request(self, request)
 
     async def __aenter__(self) -> Provider:
         return self

@@ -7,8 +7,9 @@ whichever way it arrives.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,8 @@ class FermixService:
         self.skills: Any = None
         #: The operator's MCP servers (:class:`fermix_core.mcp.manager.McpManager`), if any.
         self.mcp: Any = None
+        #: The runtime's shared HTTP client (``None`` until a provider route exists).
+        self.http: Any = None
         from fermix_core.inbox import LocalInbox
 
         #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
@@ -119,8 +122,10 @@ class FermixService:
         one-shot caller has no job service, and the job tools tell it to start the daemon.
         """
         from fermix_core.agent import CapabilityRegistry
+        from fermix_core.agent.definition_cache import DefinitionCache
         from fermix_core.commands import CommandRouter
         from fermix_core.gateway import ChannelFeatures, ConversationQueue, Gateway, TrustPolicy
+        from fermix_core.gateway.trust import LazyPolicies
         from fermix_core.prompt import PromptComposer, reconcile_agent_name
         from fermix_core.store import ConversationStore
         from fermix_core.traces import Tracer
@@ -135,7 +140,11 @@ class FermixService:
         reconcile_agent_name(runtime.home, config.core.fermix_core.agent.name)
         service.store = await ConversationStore.open(runtime.home.memory_db)
         registry = runtime.registry
-        registry.check_tool_schemas()
+        if scheduler:
+            # The daemon reports tools dropped for an unusable schema (status, doctor). A
+            # one-shot caller builds only the tools its turn sends, and the capability
+            # registry leaves an unusable one off the wire all the same.
+            registry.check_tool_schemas()
         tool_specs = registry.typed(ToolSpec)
         tool_search = config.core.fermix_core.tools.tool_search.enabled
         from fermix_core.sandbox.command_tools import command_tool_specs
@@ -151,7 +160,13 @@ class FermixService:
             deferral=tool_search is not False,
             max_result_chars=config.core.fermix_core.tools.max_result_chars,
             timeout_seconds=config.core.fermix_core.tools.timeout_seconds,
+            definition_cache=DefinitionCache(runtime.home),
         )
+
+        async def save_definitions() -> None:
+            capabilities.definition_cache.save(set(capabilities.specs))
+
+        service._closers.append(save_definitions)
         caller, windows = service._build_caller()
         tracer = Tracer(runtime.home)
         skills = await service._open_skills(capabilities)
@@ -247,18 +262,34 @@ class FermixService:
             )
             service._closers.append(service.jobs.aclose)
             runner.services["jobs"] = service.jobs.service
-        policies = {
-            CLI_CHANNEL: TrustPolicy(
-                owner_id=None, allowed_ids=(), command_allowlist=(), local=True
-            )
-        }
-        from fermix_core.channels.runtime import channel_section
+        channel_specs = registry.typed(ChannelSpec)
 
-        for name, spec in registry.typed(ChannelSpec).items():
+        def channel_policy(name: str) -> TrustPolicy:
             # Every registered channel gets a policy; a remote one without a section (or
             # with nobody in it) authorizes nobody, a local one (acp) authorizes its socket.
+            from fermix_core.channels.runtime import channel_section
+
+            spec = channel_specs[name]
             section = channel_section(spec, config)
-            policies[name] = TrustPolicy.from_section(section, local=not spec.remote, channel=name)
+            return TrustPolicy.from_section(section, local=not spec.remote, channel=name)
+
+        cli_policy = TrustPolicy(owner_id=None, allowed_ids=(), command_allowlist=(), local=True)
+        policies = LazyPolicies({CLI_CHANNEL: cli_policy}, channel_specs, channel_policy)
+        if scheduler:  # the daemon serves every channel: a bad section fails it at start
+            for name in policies:
+                policies[name]
+        from fermix_core.authfile import AuthStore
+        from fermix_core.transcription.engine import Transcriber
+
+        transcriber = Transcriber(
+            config,
+            registry,
+            environ=runtime.environ,
+            host=runtime.host,
+            auth_store=AuthStore(runtime.home.auth_file),
+            http=service.http,
+        )
+        service._closers.append(transcriber.aclose)
         try:
             async with anyio.create_task_group() as tg, ConversationQueue(runner) as queue:
                 runner.queue = queue
@@ -271,6 +302,8 @@ class FermixService:
                     services=runner,
                     emit=runtime.emit,
                     agent_available=lambda: service.available,
+                    transcriber=transcriber,
+                    images=functools.partial(image_intake, runtime.home, runtime.emit),
                 )
                 service.cli_features = ChannelFeatures(local=True)
                 if service.jobs is not None:
@@ -294,16 +327,18 @@ class FermixService:
         from fermix_core.skills import SkillRegistry, default_roots
 
         roots = default_roots(self.runtime.home, self.runtime.registry)
-        skills = SkillRegistry(roots, reserved=capabilities.specs)
+        from fermix_core.derived_cache import DerivedCache
+
+        front_cache = DerivedCache(self.runtime.home, "skill-front-matter.json", 1)
+        skills = SkillRegistry(roots, reserved=capabilities.specs, front_cache=front_cache)
         await anyio.to_thread.run_sync(skills.load)
         self.skills = skills
         return skills
 
     def _build_caller(self) -> tuple[Any, Any]:
         """The main-turn route chain, snapshotted now (restart to apply provider changes)."""
-        import httpx
-
         from fermix_core.authfile import AuthStore
+        from fermix_core.httpclient import runtime_client
         from fermix_core.routing import RoutingCaller, build_chain, resolve_routes
 
         runtime = self.runtime
@@ -321,11 +356,12 @@ class FermixService:
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
         # older than 15 s are discarded at checkout.
-        http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
+        http = runtime_client()
         chain = build_chain(
             plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
         )
         self._closers += [chain.aclose, http.aclose]
+        self.http = http  # shared with speech-to-text
 
         def window(model: str | None) -> int | None:
             route = plan.primary
@@ -338,16 +374,32 @@ class FermixService:
     # ------------------------------------------------------------------ local turns
 
     async def ask(
-        self, text: str, *, session: str = "default", cwd: Path | None = None
+        self,
+        text: str,
+        *,
+        session: str = "default",
+        cwd: Path | None = None,
+        images: Sequence[Path | bytes] = (),
     ) -> TurnOutcome:
-        """Run one local (operator) turn or slash command and return what it produced."""
-        from fermix_core.channel import ConversationKey
+        """Run one local (operator) turn or slash command and return what it produced.
 
+        *images* are local image files or their bytes; the gateway's image step checks and
+        stores them like any channel's (a refused one is the outcome's reply).
+        """
+        from fermix_core.channel import Attachment, AttachmentKind, ConversationKey
+
+        attachments = [
+            Attachment(kind=AttachmentKind.IMAGE, data=image)
+            if isinstance(image, bytes | bytearray)
+            else Attachment(kind=AttachmentKind.IMAGE, path=Path(image), filename=Path(image).name)
+            for image in images
+        ]
         message = InboundMessage(
             channel=CLI_CHANNEL,
             chat_id=session,
             sender_id=LOCAL_SENDER,
             text=text,
+            attachments=attachments,
             local=True,
         )
         from fermix_core.inbox import InboxReply
@@ -403,3 +455,10 @@ class FermixService:
             "http": self.ingress.as_dict() if self.ingress is not None else None,
             "mcp": self.mcp.status() if self.mcp is not None else [],
         }
+
+
+def image_intake(home: Any, emit: Any) -> Any:
+    """The gateway's image step for *home* (built on the first inbound attachment)."""
+    from fermix_core.media.images import ImageIntake, ImageStore
+
+    return ImageIntake(ImageStore.for_home(home), emit=emit)

@@ -62,6 +62,12 @@ class SetupContext:
     after_write: list[Callable[[], None]] = field(default_factory=list)
     #: ``fermix_core.setup_secrets`` caches its keyring probe here (one probe per run).
     keyring_state: dict[str, Any] = field(default_factory=dict)
+    #: Answers of an earlier interactive run that did not finish, by flag: offered as the
+    #: default of the same question (see :mod:`fermix_core.setup_answers`).
+    remembered: dict[str, str] = field(default_factory=dict)
+    #: What was answered in this run, by flag (never a secret); kept if the run fails.
+    answers: dict[str, str] = field(default_factory=dict)
+    _offered: set[str] = field(default_factory=set)
 
     @property
     def home(self) -> Any:
@@ -81,11 +87,27 @@ class SetupContext:
         if flag in self.options:
             return str(self.options[flag])
         if self.interactive:
-            suffix = f" [{default}]" if default and not secret else ""
+            self.answers.pop(flag, None)  # asked again: only the last answer counts
+            offered = default
+            earlier = None if secret or flag in self._offered else self.remembered.get(flag)
+            if earlier is not None:
+                # Offered once: if it is asked again (the answer was refused), the step's
+                # own default comes back.
+                self._offered.add(flag)
+                offered = earlier
+            suffix = f" [{offered}]" if offered and not secret else ""
             reader = self.io.secret_prompt if secret else self.io.prompt
             answer = reader(f"{prompt}{suffix}: ").strip()
             if answer:
+                if not secret:
+                    from fermix_core.setup_answers import worth_keeping
+
+                    if worth_keeping(answer):
+                        self.answers[flag] = answer
                 return answer
+            if earlier is not None:
+                self.answers[flag] = earlier
+                return earlier
         if default is not None:
             return default
         raise SetupInputError(f"{prompt}: pass {flag} VALUE (running non-interactively)")
@@ -158,17 +180,49 @@ def run_setup(
     validate and write it once."""
     import tomlkit
 
-    from fermix_core.config import ConfigError, load_config, secret_fields
-    from fermix_core.config.writer import write_document
-    from fermix_core.secrets import SecretStoreError, store_plaintext_secrets
-    from fermix_core.setup_secrets import SECRETS_IN_CONFIG_FLAG
-
     if assembly.document_error is not None:
         raise SetupError(f"config.toml cannot be read, fix it first:\n{assembly.document_error}")
     previous = assembly.document if assembly.document is not None else tomlkit.document()
     document = tomlkit.parse(tomlkit.dumps(previous))
     context = SetupContext(assembly, document, interactive, dict(options), io or SetupIO())
     assembly.home.ensure()
+    from fermix_core import setup_answers
+
+    if interactive:
+        context.remembered = setup_answers.load(assembly.home)
+        if context.remembered:
+            context.io.echo(setup_answers.OFFERED_NOTE)
+    try:
+        result = _run_steps(assembly, context, previous, document, only)
+    except BaseException:
+        if interactive:
+            setup_answers.keep(assembly.home, {**context.remembered, **context.answers})
+        raise
+    if interactive:
+        done = {
+            opt.flag
+            for step in setup_steps(assembly)
+            if step.name in result.steps
+            for opt in step.options
+        }
+        setup_answers.finished(assembly.home, done | set(context.answers))
+    return result
+
+
+def _run_steps(
+    assembly: Assembly,
+    context: SetupContext,
+    previous: Any,
+    document: Any,
+    only: Sequence[str] | None,
+) -> SetupResult:
+    import tomlkit
+
+    from fermix_core.config import ConfigError, load_config, secret_fields
+    from fermix_core.config.writer import write_document
+    from fermix_core.secrets import SecretStoreError, store_plaintext_secrets
+    from fermix_core.setup_secrets import SECRETS_IN_CONFIG_FLAG
+
     ran = []
     steps = setup_steps(assembly)
     if only:

@@ -80,6 +80,23 @@ class Role(StrEnum):
 
 REASONING_EFFORTS: tuple[str, ...] = ("none", "low", "medium", "high", "xhigh", "max")
 
+#: The keys core itself understands in ``[fermix_core.providers.<name>]`` (the fields of
+#: ``fermix_core.config.models.ProviderConfig``; a test keeps the two equal). A provider's
+#: ``config_keys`` chooses among these; keys of its own go in its ``config_model``.
+CORE_PROVIDER_KEYS: frozenset[str] = frozenset(
+    {
+        "primary",
+        "default_model",
+        "base_url",
+        "api_key",
+        "reasoning_effort",
+        "auth_mode",
+        "fast",
+        "wire",
+        "vision_models",
+    }
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Spec:
@@ -134,12 +151,21 @@ class ProviderSpec(Spec):
     #: Environment variable that overrides the provider's API key (``None`` when keyless).
     env_var: str | None = None
     keyless: bool = False
+    #: ``False`` for an adapter that answers in process (no server to point at): a keyless
+    #: one then counts as configured once its block is written, with no ``base_url``.
+    needs_server: bool = True
     #: Profile in auth.json holding this provider's OAuth login (``auth_mode = "oauth"``).
     oauth_profile: str | None = None
     #: Environment variable that overrides ``base_url`` (Ollama's ``OLLAMA_BASE_URL``).
     base_url_env: str | None = None
-    #: Keys accepted in ``[fermix_core.providers.<name>]``; anything else fails at load.
-    config_keys: frozenset[str] = frozenset({"primary", "default_model", "base_url", "api_key"})
+    #: Core keys accepted in ``[fermix_core.providers.<name>]`` (a subset of
+    #: :data:`CORE_PROVIDER_KEYS`); anything else fails at load unless ``config_model`` owns it.
+    config_keys: frozenset[str] = frozenset(
+        {"primary", "default_model", "base_url", "api_key", "vision_models"}
+    )
+    #: pydantic model validating the provider's own keys in its block; the validated
+    #: instance reaches the adapter as ``ProviderSettings.options``.
+    config_model: Ref | None = None
     #: Accepted reasoning efforts, lowest first; empty means the provider takes none.
     reasoning_efforts: tuple[str, ...] = ()
     default_model: str | None = None
@@ -152,9 +178,22 @@ class ProviderSpec(Spec):
     def problems(self) -> list[str]:
         problems = Spec.problems(self)
         _check_ref("factory", self.factory, problems)
+        _check_ref("config_model", self.config_model, problems, required=False)
+        impossible = sorted(k for k in self.config_keys if k not in CORE_PROVIDER_KEYS)
+        if impossible:
+            problems.append(
+                f"config_keys names keys core does not know: {impossible}; config_keys chooses "
+                f"from {sorted(CORE_PROVIDER_KEYS)} — declare the provider's own keys in "
+                "config_model"
+            )
         unknown = [e for e in self.reasoning_efforts if e not in REASONING_EFFORTS]
         if unknown:
             problems.append(f"reasoning_efforts has unknown levels {unknown}")
+        if not self.needs_server and self.base_url_env:
+            problems.append(
+                "base_url_env is set but needs_server is False; an in-process provider has "
+                "no server URL to override"
+            )
         if self.reasoning_efforts and "reasoning_effort" not in self.config_keys:
             problems.append("reasoning_efforts is set but 'reasoning_effort' is not a config key")
         return problems
@@ -196,8 +235,10 @@ class ToolSpec(Spec):
     policy: PolicyClass = PolicyClass.READ_ONLY
     owner_only: bool = False
     read_only: bool = True
-    #: Deferred tools leave the provider wire and are reached through tool_search.
-    deferred: bool = False
+    #: Deferred tools leave the provider wire and are reached through tool_search (and stay
+    #: callable by name). ``None`` decides by origin: third-party tools are deferred,
+    #: first-party ones inline; ``True``/``False`` decide for this tool.
+    deferred: bool | None = None
     guidance: str = ""
     failure_modes: tuple[str, ...] = ()
     #: Optional ``[fermix_core.tools.<config_section>]`` owned by this tool.
@@ -222,6 +263,8 @@ class ToolSpec(Spec):
             problems.append("description is required (the model reads it)")
         if not isinstance(self.policy, PolicyClass):
             problems.append(f"policy must be a PolicyClass, not {self.policy!r}")
+        if self.deferred is not None and not isinstance(self.deferred, bool):
+            problems.append(f"deferred must be True, False or None, not {self.deferred!r}")
         if (self.config_section is None) != (self.config_model is None):
             problems.append("config_section and config_model go together")
         return problems
@@ -246,7 +289,10 @@ class TranscriptionBackendSpec(Spec):
     default_model: str | None = None
     #: Config key in ``[fermix_core.transcription]`` holding this backend's own key.
     key_field: str | None = None
+    #: The backend cannot reuse a chat-provider key: ``key_field`` must be set.
     key_required: bool = False
+    #: The chat provider whose API key is reused when ``key_field`` is unset.
+    reuse_provider: str | None = None
 
     def problems(self) -> list[str]:
         problems = Spec.problems(self)

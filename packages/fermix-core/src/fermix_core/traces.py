@@ -44,7 +44,7 @@ from types import TracebackType
 from typing import Any
 
 from fermix_core.home import FermixHome
-from fermix_core.logs import redact
+from fermix_core.logs import redact, redact_short
 
 __all__ = [
     "CONTENT_ENV",
@@ -217,7 +217,7 @@ def _bounded(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Body):
         return _size(value.value)
     if isinstance(value, str):
-        value = redact(value)  # before cutting: half a key is still a leak
+        value = redact_short(value)  # before cutting: half a key is still a leak
         if len(value) > MAX_FIELD_CHARS:
             return f"{value[:MAX_FIELD_CHARS]}…[+{len(value) - MAX_FIELD_CHARS} chars]"
         return value
@@ -260,6 +260,34 @@ def _error_fields(exc: BaseException, *, bounded: bool) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- tracer
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
+#: The last second formatted: (whole second, "YYYY-MM-DDTHH:MM:SS", "YYYY-MM-DD").
+_second: tuple[int, str, str] = (-1, "", "")
+
+
+def _formatted(now: float) -> tuple[int, str, str]:
+    global _second
+    whole = int(now)
+    cached = _second
+    if cached[0] != whole:
+        moment = datetime.fromtimestamp(whole, UTC)
+        cached = _second = (
+            whole,
+            moment.strftime("%Y-%m-%dT%H:%M:%S"),
+            moment.strftime("%Y-%m-%d"),
+        )
+    return cached
+
+
+def _stamp(now: float) -> str:
+    """``2026-01-31T12:00:00.123Z``: UTC, milliseconds (formatted once per second)."""
+    _, second, _ = _formatted(now)
+    return f"{second}.{int((now % 1) * 1000):03d}Z"
+
+
+def _day(now: float) -> str:
+    return _formatted(now)[2]
 
 
 class Tracer:
@@ -330,8 +358,7 @@ class Tracer:
         if trace_type not in TRACE_TYPES:
             known = ", ".join(TRACE_TYPES)
             raise ValueError(f"unknown trace type {trace_type!r}; use one of {known}")
-        stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
-        record: dict[str, Any] = {"ts": stamp.replace("+00:00", "Z"), "type": trace_type}
+        record: dict[str, Any] = {"ts": _stamp(now), "type": trace_type}
         if session_id is not None:
             record["session_id"] = session_id
         capture = self.capture_content
@@ -345,11 +372,10 @@ class Tracer:
                 record[key] = _size(value)
             else:
                 record[key] = _bounded(value)
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=repr)
-        return (text + "\n").encode("utf-8", "replace")
+        return (_ENCODER.encode(record) + "\n").encode("utf-8", "replace")
 
     def _append(self, trace_type: str, now: float, line: bytes) -> None:
-        day = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+        day = _day(now)
         with self._lock:
             fd = self._fds.get((day, trace_type))
             if fd is None:

@@ -196,10 +196,21 @@ class TurnRunner:
         # A guest's turn replays the guests' turns only: nothing the owner said, ran or was
         # told in a shared chat reaches it (docs/gateway.md, "Shared conversations").
         visible = None if job.trust is Trust.OPERATOR else GUEST_VISIBLE
-        window = await self.store.load_window(conversation_id, speakers=visible)
         user = user_message(message)
-        session_id = f"main-{await self.store.next_session_number()}"
         speaker = "owner" if job.trust is Trust.OPERATOR else "guest"
+        # One store call: the window before this message, a fresh session number and the
+        # persisted user message (history → persist, in one transaction).
+        start = await self.store.start_turn(
+            conversation_id,
+            user,
+            speakers=visible,
+            speaker=speaker,
+            sender_id=message.sender_id,
+            run_profile=job.run_profile,
+            sender_name=message.sender_name,
+        )
+        window, session_id, handle = start.window, start.session_id, start.handle
+        self._handles[id(job)] = handle
         view = self._replay(window, user, job, speaker)
         owner_words = (
             [
@@ -211,35 +222,18 @@ class TurnRunner:
             if job.trust is Trust.OPERATOR
             else None
         )
-        if self._too_long([*view.history, view.user]):
-            # The history alone already overflows the model's window: summarise first, so
-            # the call is made with a history that fits instead of failing on length.
-            # The summary is written from the whole window, so it is operator-only.
-            full = window if visible is None else await self.store.load_window(conversation_id)
-            await self._compact(conversation_id, full)
-            window = await self.store.load_window(conversation_id, speakers=visible)
-            view = self._replay(window, user, job, speaker)
-        handle = await self.store.begin_turn(
-            conversation_id,
-            user,
-            speaker=speaker,
-            sender_id=message.sender_id,
-            session_id=session_id,
-            run_profile=job.run_profile,
-            sender_name=message.sender_name,
-        )
-        self._handles[id(job)] = handle
-        self._trace(
-            "channel_msg",
-            session_id,
-            direction="inbound",
-            channel=message.channel,
-            trust=str(job.trust),
-            text=Body(message.text or ""),
-            attachments=len(message.attachments),
-        )
-        self._trace("agent_event", session_id, event="turn_start", run_profile=job.run_profile)
         try:
+            view = await self._fit(job, conversation_id, handle, window, view, user, speaker)
+            self._trace(
+                "channel_msg",
+                session_id,
+                direction="inbound",
+                channel=message.channel,
+                trust=str(job.trust),
+                text=Body(message.text or ""),
+                attachments=len(message.attachments),
+            )
+            self._trace("agent_event", session_id, event="turn_start", run_profile=job.run_profile)
             outcome = await self._loop(job, handle, view, session_id, owner_words)
         except anyio.get_cancelled_exc_class():
             raise  # /stop: on_stopped() closes the turn with the handle still registered
@@ -250,6 +244,40 @@ class TurnRunner:
             raise
         self._handles.pop(id(job), None)
         return outcome
+
+    async def _fit(
+        self,
+        job: TurnJob,
+        conversation_id: int,
+        handle: Any,
+        window: list[Any],
+        view: GroupView,
+        user: Message,
+        speaker: str,
+    ) -> GroupView:
+        """The replay, compacted first when the history alone overflows the model's window.
+
+        Summarising first means the call is made with a history that fits instead of
+        failing on length. The summary is written from the whole window, so it is
+        operator-only; it covers only rows before this turn's user message, which stays.
+        """
+        if not self._too_long([*view.history, view.user]):
+            return view
+        visible = None if job.trust is Trust.OPERATOR else GUEST_VISIBLE
+
+        def before_this(rows: list[Any]) -> list[Any]:
+            return [row for row in rows if row.id != handle.user_message_id]
+
+        full = (
+            window
+            if visible is None
+            else before_this(await self.store.load_window(conversation_id))
+        )
+        # The stored window already ends with this turn's user message: keep it on top of
+        # the usual tail, so every row the summary leaves out stays verbatim.
+        await self._compact(conversation_id, full, newer_rows=1)
+        window = before_this(await self.store.load_window(conversation_id, speakers=visible))
+        return self._replay(window, user, job, speaker)
 
     def _replay(self, window: list[Any], user: Message, job: TurnJob, speaker: str) -> GroupView:
         message = job.message
@@ -520,8 +548,11 @@ class TurnRunner:
             return False
         return estimate_tokens(messages) > window
 
-    async def _compact(self, conversation_id: int, window: list[Any]) -> str:
-        """Summarise all but the last few messages of *window* (``StoredMessage`` rows)."""
+    async def _compact(self, conversation_id: int, window: list[Any], newer_rows: int = 0) -> str:
+        """Summarise all but the last few messages of *window* (``StoredMessage`` rows).
+
+        *newer_rows* counts rows already stored after *window* (kept besides its tail).
+        """
         if self.caller is None or len(window) <= COMPACTION_KEEP:
             return ""
         # Labelled as a shared chat would replay them, so the summary keeps who said what.
@@ -544,7 +575,10 @@ class TurnRunner:
         # covered_through: a turn that committed while the summary was being written
         # stays in the window whole instead of vanishing behind the summary.
         await self.store.replace_with_summary(
-            conversation_id, summary, keep_last=COMPACTION_KEEP, covered_through=window[-1].seq
+            conversation_id,
+            summary,
+            keep_last=COMPACTION_KEEP + newer_rows,
+            covered_through=window[-1].seq,
         )
         self.emit("compaction.done", conversation_id=conversation_id, kept=COMPACTION_KEEP)
         return summary
@@ -641,13 +675,17 @@ def user_message(message: Any) -> Message:
     if message.text:
         parts.append(TextPart(text=message.text))
     for attachment in message.attachments:
-        if str(attachment.kind) == "image":
-            data = (
-                attachment.data
-                if attachment.data is not None
-                else Path(attachment.path).read_bytes()
+        if str(attachment.kind) != "image" or attachment.withheld:
+            continue
+        media_type = attachment.mime_type or "image/png"
+        if attachment.path is not None:
+            # The gateway stored it under $FERMIX_HOME/media/images: history keeps the name,
+            # and the provider reads (and fits) the file right before the call.
+            parts.append(
+                ImagePart(media_type=media_type, path=str(Path(attachment.path).absolute()))
             )
-            parts.append(ImagePart(media_type=attachment.mime_type or "image/png", data=data))
+        else:
+            parts.append(ImagePart(media_type=media_type, data=attachment.data))
     return Message.user(*parts)
 
 

@@ -129,6 +129,33 @@ def test_deferral_on_moves_deferred_and_plugin_tools_off_the_wire(kit):
     assert "tool_search" in catalog
 
 
+def test_a_spec_can_opt_out_of_deferral_or_into_it(kit):
+    sources = {
+        "gmail_search": "google (fermix-google 1.2.0)",
+        "calendar": "google (fermix-google 1.2.0)",
+        "echo": "tools.meta (fermix-tools 0.1.0)",
+        "archive": "tools.meta (fermix-tools 0.1.0)",
+    }
+    specs = [
+        kit.spec("gmail_search"),  # third-party, unspecified: deferred
+        kit.spec("calendar", deferred=False),  # third-party opting out: inline
+        kit.spec("echo"),  # first-party, unspecified: inline
+        kit.spec("archive", deferred=True),  # first-party opting in: deferred
+    ]
+    caps = CapabilityRegistry(specs, sources=sources).snapshot(Trust.OPERATOR)
+    assert caps.deferred == {"gmail_search", "archive"}
+    assert {"calendar", "echo"} <= set(wire_names(caps))
+    assert "calendar" in caps.catalog()
+    # The kill switch still wins: with deferral off nothing is deferred.
+    off = CapabilityRegistry(specs, sources=sources, deferral=False).snapshot(Trust.OPERATOR)
+    assert off.deferred == frozenset()
+
+
+def test_deferred_must_be_a_bool_or_none(kit):
+    assert any("deferred" in p for p in kit.spec("x", deferred="yes").problems())
+    assert kit.spec("x", deferred=None).problems() == []
+
+
 def test_deferral_off_puts_everything_inline_without_bridges(kit):
     registry = CapabilityRegistry(kit.standard_specs(), sources=kit.sources, deferral=False)
     caps = registry.snapshot(Trust.OPERATOR)

@@ -244,10 +244,12 @@ def test_a_plugin_command_colliding_with_core_is_dropped_by_the_registry(plugin_
     plugin_host.register(core_commands, "core.commands")
     plugin_host.register(Squatter(), "squatter")
     registry = plugin_host.collect(["command"])
-    assert any(e.name == "stop" for e in registry.errors)
-    # Neither claimant is kept: an ambiguous /stop is the operator's call, not load order's.
+    assert any(e.name == "stop" and "reserved by first-party" in e.message for e in registry.errors)
+    # Core's module, even registered in process, is first-party: its /stop stays and the
+    # squatter is refused whole.
     router = CommandRouter.from_registry(registry)
-    assert router.parse("/stop") is None and router.parse("/reset") is None
+    assert router.parse("/stop").spec.handler.endswith(":stop_command")
+    assert router.parse("/reset") is None
 
 
 def test_registration_module_stays_cheap() -> None:

@@ -88,8 +88,9 @@ def test_show_text_and_json(cli, layout) -> None:
     assert text.exit_code == 0, text.output
     assert "mode:            standard" in text.stdout
     assert f"granted folders: {layout.project}" in text.stdout
-    assert f"{layout.home / '.ssh'} — SSH keys" in text.stdout
     assert "command profile: assistant" in text.stdout
+    verbose = cli(sandbox_cmd.sandbox_app, "show", "--verbose").stdout
+    assert f"{layout.home / '.ssh'} — SSH keys" in verbose
     data = json.loads(cli(sandbox_cmd.sandbox_app, "show", "--json").stdout)
     assert data["allowed_roots"] == [str(layout.project)]
     assert data["command_profile"] == "assistant"
@@ -117,6 +118,40 @@ def test_groups_show_help_without_arguments(cli) -> None:
 
 
 def test_show_labels_exact_entries_as_paths_not_files(cli, layout) -> None:
-    text = cli(sandbox_cmd.sandbox_app, "show").stdout
+    text = cli(sandbox_cmd.sandbox_app, "show", "--verbose").stdout
     assert "(this file)" not in text
     assert "/ (this path only, not below) — the root of the file system" in text
+
+
+def test_show_is_a_summary_that_fits_a_screen(cli, layout) -> None:
+    cli(sandbox_cmd.grant_app, "path", "app")
+    text = cli(sandbox_cmd.sandbox_app, "show").stdout
+    lines = text.splitlines()
+    assert len(lines) <= 24, text
+    # The width is the summary's own, not that of the (long) temporary paths.
+    assert max(len(line.replace(str(layout.home), "~")) for line in lines) <= 100, text
+    assert f"granted folders: {layout.project}" in text
+    data = json.loads(cli(sandbox_cmd.sandbox_app, "show", "--json").stdout)
+    # Every protected path is accounted for in the summary's counts …
+    assert f"{len(data['protected'])} paths" in text
+    assert f"{len(data['write_protected'])} paths" in text
+    assert f"Fermix's own state: {layout.fermix.path}" in text
+    assert "~/.ssh" in text  # … with examples, home-relative
+    # … and the full list is one flag away.
+    assert "fermix sandbox show --verbose" in text
+    verbose = cli(sandbox_cmd.sandbox_app, "show", "--verbose").stdout
+    assert len(verbose.splitlines()) > len(data["protected"])
+    assert ", ".join(data["profile_programs"]) in verbose
+
+
+def test_show_lists_an_unusual_protected_path_by_itself(cli, layout, monkeypatch) -> None:
+    info = {"path": "/srv/secrets", "reason": "a path the operator protected", "kind": "tree"}
+    real = sandbox_cmd._render
+
+    def with_extra(data, **kwargs):
+        data["protected"].append(info)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(sandbox_cmd, "_render", with_extra)
+    text = cli(sandbox_cmd.sandbox_app, "show").stdout
+    assert "/srv/secrets — a path the operator protected" in text

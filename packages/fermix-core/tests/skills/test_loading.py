@@ -262,3 +262,50 @@ def test_doctor_row_reports_skipped_skills(tmp_path: Path, monkeypatch) -> None:
     (warn,) = check_skills(ctx)
     assert warn.status is Status.WARN and "broken/SKILL.md" in warn.detail
     assert "fermix skills reload" in warn.fix
+
+
+def _cached_registry(tmp_path: Path, skills: Path) -> tuple[SkillRegistry, object]:
+    from fermix_core.derived_cache import DerivedCache
+    from fermix_core.home import FermixHome
+
+    cache = DerivedCache(FermixHome(tmp_path / "home"), "skill-front-matter.json", 1)
+    roots = [SkillRoot(skills, Trust.OPERATOR, "local")]
+    return SkillRegistry(roots, front_cache=cache).load(), cache
+
+
+def test_front_matter_is_cached_and_an_edit_is_parsed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    skills = tmp_path / "skills"
+    write(skills, "pdf-tools", ANTHROPIC_SHAPE)
+    write(skills, "notes", LISTED)
+    first, cache = _cached_registry(tmp_path, skills)
+    assert cache.path.exists()
+    assert first.require("notes").allowed_tools == ("file_read", "content_search")
+
+    parses: list[str] = []
+    real = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda text: parses.append(text) or real(text))
+    again, _ = _cached_registry(tmp_path, skills)
+    assert parses == []  # both came from the cache
+    assert {n: s.description for n, s in again.skills.items()} == {
+        n: s.description for n, s in first.skills.items()
+    }
+    assert again.require("notes").allowed_tools == ("file_read", "content_search")
+
+    write(skills, "notes", LISTED.replace("Keep meeting notes tidy", "Tidy notes"))
+    edited, _ = _cached_registry(tmp_path, skills)
+    assert len(parses) == 1 and edited.require("notes").description == "Tidy notes"
+
+
+def test_a_cached_front_matter_never_hides_a_broken_edit(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    write(skills, "notes", LISTED)
+    _cached_registry(tmp_path, skills)
+    broken_text = LISTED.replace('description: "Keep meeting notes tidy"', "description: [")
+    write(skills, "notes", broken_text)
+    broken, _ = _cached_registry(tmp_path, skills)
+    assert "notes" not in broken.skills
+    assert any("not valid YAML" in e for e in broken.errors)

@@ -43,7 +43,11 @@ async def test_fresh_database_is_private_wal_and_versioned(db_path: Path) -> Non
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
         assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+        # Never waits for a lock by itself (a call may run on the event loop); the store's
+        # thread waits the store's timeout for a call that found the file locked.
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        assert store.worker.busy_timeout_ms >= 1000
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
     check = sqlite3.connect(db_path)
     try:
         assert read_version(check) == SCHEMA_VERSION

@@ -123,6 +123,29 @@ def test_contract_bases_are_not_collected_on_their_own() -> None:
         assert not base.__name__.startswith("Test")
 
 
+class _TemplatingProvider(FunctionProvider):
+    """Fine for chat turns, but runs the system prompt through ``str.format``: the JSON
+    example in memory review's instruction then blows up (a real-world adapter bug)."""
+
+    async def chat(self, request: ChatRequest) -> Turn:
+        system = "\n".join(m.text for m in request.messages if m.role == "system")
+        system.format()  # KeyError on '"operations"' when the prompt holds JSON braces
+        return await super().chat(request)
+
+
+class _TemplatingContract(TestFunctionProviderContract):
+    def make_provider(self, scenario: Scenario) -> FunctionProvider:
+        return _TemplatingProvider(lambda request: "fine", name="templating", model="t-1")
+
+
+@pytest.mark.anyio
+async def test_the_contract_sends_a_background_call_shaped_like_memory_review() -> None:
+    contract = _TemplatingContract()
+    await contract.test_plain_message_gets_a_text_turn()  # ordinary turns work
+    with pytest.raises(KeyError):
+        await contract.test_a_background_call_is_answered_like_a_turn()
+
+
 def test_unimplemented_hooks_say_what_to_supply() -> None:
     class Incomplete(ProviderContract):
         pass

@@ -47,7 +47,7 @@ PLUGIN_MODULES: dict[str, str] = {
 OPENAI_WIRES: tuple[str, ...] = ("responses", "chat_completions")
 
 #: Keys every provider block accepts.
-BASE_KEYS: frozenset[str] = frozenset({"primary", "default_model", "base_url"})
+BASE_KEYS: frozenset[str] = frozenset({"primary", "default_model", "base_url", "vision_models"})
 
 EFFORTS_OPENAI: tuple[str, ...] = REASONING_EFFORTS  # none .. max
 EFFORTS_ANTHROPIC: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")

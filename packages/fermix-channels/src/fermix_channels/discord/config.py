@@ -10,11 +10,14 @@ from pydantic import Field, field_validator
 
 from fermix_channels.config import UserAllowlistConfig
 
+DEFAULT_API_BASE_URL = "https://discord.com/api/v10"
+
 _SNOWFLAKE = re.compile(r"^[0-9]+$")
 
 
 class DiscordConfig(UserAllowlistConfig):
-    """Discord gateway bot. ``bot_user_id`` lets the adapter ignore its own messages."""
+    """Discord gateway bot. ``bot_user_id`` lets the adapter ignore its own messages (the
+    gateway's READY names the bot too, and wins when the two differ)."""
 
     channel = "discord"
 
@@ -30,6 +33,26 @@ class DiscordConfig(UserAllowlistConfig):
             "bot and to ignore its own messages."
         ),
     )
+
+    api_base_url: str = Field(
+        default=DEFAULT_API_BASE_URL,
+        description=(
+            "Base URL of Discord's REST API (a test double or a proxy). The gateway's "
+            "websocket URL is not configured: it comes from GET <api_base_url>/gateway/bot, "
+            "as on the real API."
+        ),
+    )
+
+    @field_validator("api_base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value.startswith(("https://", "http://")):
+            raise ValueError(
+                f"api_base_url must be an http(s) URL such as {DEFAULT_API_BASE_URL!r}, "
+                f"not {value!r}"
+            )
+        return value
 
     @field_validator("bot_user_id", mode="before")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec, SetupStepSpec
+from fermix_core.specs import ChannelSpec, DoctorCheckSpec, SetupStepSpec
 
 SPEC = ChannelSpec(
     name="discord",
@@ -19,7 +19,7 @@ SPEC = ChannelSpec(
     },
     remote=True,
     enabled_by_default=False,
-    supports_draft=False,
+    supports_draft=True,
     supports_reactions=True,
 )
 
@@ -34,3 +34,16 @@ def fermix_setup_steps() -> Iterable[SetupStepSpec]:
     from fermix_channels.setup import DISCORD_SETUP
 
     return (DISCORD_SETUP.spec("fermix_channels.setup:discord_step"),)
+
+
+DOCTOR = DoctorCheckSpec(
+    name="discord_token",
+    label="discord bot token",
+    check="fermix_channels.discord.doctor:check_discord",
+    order=73,
+)
+
+
+@hookimpl
+def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
+    return (DOCTOR,)

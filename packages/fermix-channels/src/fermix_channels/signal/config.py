@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictInt, field_validator
 
 from fermix_channels.config import SenderAllowlistConfig
 
@@ -28,6 +28,24 @@ class SignalConfig(SenderAllowlistConfig):
         default=None,
         description="Path to the signal-cli executable; unset looks it up on PATH.",
     )
+    config_dir: str | None = Field(
+        default=None,
+        description=(
+            "signal-cli's data directory (its --config option), where the registered "
+            "account and received attachments live; unset uses signal-cli's default, "
+            "$XDG_DATA_HOME/signal-cli or ~/.local/share/signal-cli."
+        ),
+    )
+    request_timeout: StrictInt = Field(
+        default=60,
+        ge=1,
+        le=3600,
+        description=(
+            "Seconds signal-cli may take to answer one JSON-RPC request (a send, a health "
+            "probe) before it counts as hung: a probe left unanswered this long restarts "
+            "signal-cli. Sends with attachments get ten times as long for the upload."
+        ),
+    )
 
     @field_validator("account", mode="before")
     @classmethod
@@ -41,7 +59,7 @@ class SignalConfig(SenderAllowlistConfig):
                 )
         return value
 
-    @field_validator("cli_path", mode="before")
+    @field_validator("cli_path", "config_dir", mode="before")
     @classmethod
     def _cli_path(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fermix_core.hookspecs import hookimpl
-from fermix_core.specs import ChannelSpec, SetupStepSpec
+from fermix_core.specs import ChannelSpec, DoctorCheckSpec, SetupStepSpec
 
 SPEC = ChannelSpec(
     name="signal",
@@ -34,3 +34,16 @@ def fermix_setup_steps() -> Iterable[SetupStepSpec]:
     from fermix_channels.setup import SIGNAL_SETUP
 
     return (SIGNAL_SETUP.spec("fermix_channels.setup:signal_step"),)
+
+
+DOCTOR = DoctorCheckSpec(
+    name="signal_cli",
+    label="signal-cli",
+    check="fermix_channels.signal.doctor:check_signal",
+    order=74,
+)
+
+
+@hookimpl
+def fermix_doctor_checks() -> Iterable[DoctorCheckSpec]:
+    return (DOCTOR,)

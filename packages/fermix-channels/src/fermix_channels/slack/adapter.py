@@ -38,8 +38,10 @@ from fermix_core.channel import (
     WebhookRequest,
     WebhookResponse,
     WebhookRoute,
+    inbound_cap,
 )
 from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.transcription.inbound import withheld
 
 from fermix_channels.slack.client import MAX_UPLOAD_BYTES, SlackApi, SlackRefused
 from fermix_channels.slack.config import SlackConfig
@@ -171,6 +173,7 @@ class SlackChannel(Channel):
     max_text = 40_000
     text_measure = "chars"
     media_caps = MappingProxyType({"document": MAX_UPLOAD_BYTES})
+    max_inbound_media = MAX_INBOUND_FILE
     reactions_allowed = REACTIONS
     #: Slack lets an app post about one message per second to one channel (short bursts
     #: aside); the core's outbound port paces each chat to it instead of meeting 429s.
@@ -209,10 +212,11 @@ class SlackChannel(Channel):
         if value is None or (isinstance(value, str) and value and value != "@keyring"):
             return value or None
         from fermix_core.config.secret import SecretField
-        from fermix_core.secrets import SecretResolver
+
+        from fermix_channels.secrets import resolve_field, resolver_of
 
         field = SecretField(("fermix_channels", "slack", key), env, value)
-        resolved = await anyio.to_thread.run_sync(SecretResolver().resolve, field)
+        resolved = await resolve_field(field, resolver_of(self.host))
         if resolved.value is None:
             raise ChannelError(
                 resolved.problem
@@ -412,7 +416,16 @@ class SlackChannel(Channel):
             if not isinstance(url, str) or not url:
                 notes.append(f"[attachment not received: {name} is not available to the bot]")
                 continue
+            mime = file.get("mimetype") if isinstance(file.get("mimetype"), str) else None
+            cap = inbound_cap(host, _kind(mime), mime)
+            if cap is not None and isinstance(size, int) and size > cap:
+                # The gateway answers "too large" (the transcription cap); nothing is fetched.
+                attachments.append(withheld(size, kind=_kind(mime), mime_type=mime, filename=name))
+                continue
             if isinstance(size, int) and size > MAX_INBOUND_FILE:
+                if _kind(mime) is AttachmentKind.IMAGE:  # the gateway answers naming the cap
+                    attachments.append(_withheld(mime, name, size))
+                    continue
                 notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
             try:
@@ -424,9 +437,11 @@ class SlackChannel(Channel):
                 notes.append(f"[attachment not received: {name} could not be fetched]")
                 continue
             if data is None:
+                if _kind(mime) is AttachmentKind.IMAGE:
+                    attachments.append(_withheld(mime, name, None))
+                    continue
                 notes.append(f"[attachment not received: {name} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
-            mime = file.get("mimetype") if isinstance(file.get("mimetype"), str) else None
             attachments.append(
                 Attachment(kind=_kind(mime), data=data, mime_type=mime, filename=name)
             )
@@ -532,6 +547,13 @@ class SlackChannel(Channel):
 
 def _mb(size: int) -> str:
     return f"{size // (1024 * 1024)} MB"
+
+
+def _withheld(mime: str | None, name: str, size: int | None) -> Attachment:
+    """An image over the inbound cap: announced, not downloaded (the gateway refuses it)."""
+    return Attachment(
+        kind=AttachmentKind.IMAGE, withheld=True, mime_type=mime, filename=name, size=size
+    )
 
 
 def _kind(mime: str | None) -> AttachmentKind:

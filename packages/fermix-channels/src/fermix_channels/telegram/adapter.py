@@ -52,8 +52,10 @@ from fermix_core.channel import (
     InboundMessage,
     OutboundMessage,
     SentMessage,
+    inbound_cap,
 )
 from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.transcription.inbound import withheld
 
 from fermix_channels.telegram.client import TelegramApi, TelegramConflict, TelegramRefused
 from fermix_channels.telegram.config import TelegramConfig
@@ -184,6 +186,7 @@ class TelegramChannel(Channel):
     max_text = 4096
     text_measure = "utf16"
     media_caps = MEDIA_CAPS
+    max_inbound_media = MAX_INBOUND_FILE
     reactions_allowed = REACTIONS
     #: Telegram allows about one message per second in one chat.
     send_interval = 1.0
@@ -224,7 +227,8 @@ class TelegramChannel(Channel):
         token = value if isinstance(value, str) and value != "@keyring" else ""
         if value is not None and not token:
             from fermix_core.config.secret import SecretField
-            from fermix_core.secrets import SecretResolver
+
+            from fermix_channels.secrets import resolve_field, resolver_of
 
             # Not overridable: the bot token never comes from TELEGRAM_BOT_TOKEN.
             field = SecretField(
@@ -233,7 +237,7 @@ class TelegramChannel(Channel):
                 value,
                 overridable=False,
             )
-            resolved = await anyio.to_thread.run_sync(SecretResolver().resolve, field)
+            resolved = await resolve_field(field, resolver_of(self.host))
             token = resolved.value or ""
             if not token:
                 raise ChannelError(
@@ -526,13 +530,40 @@ class TelegramChannel(Channel):
         notes: list[str] = []
         for item in media:
             label = item.filename or item.kind.value
+            # The gateway's own cap (audio: the transcription cap) is answered there; the
+            # oversized file is never fetched.
+            cap = inbound_cap(host, item.kind, item.mime_type)
+            if cap is not None and item.size is not None and item.size > cap:
+                attachments.append(
+                    withheld(
+                        item.size, kind=item.kind, mime_type=item.mime_type, filename=item.filename
+                    )
+                )
+                continue
+            held = Attachment(
+                kind=item.kind,
+                withheld=True,
+                mime_type=item.mime_type,
+                filename=item.filename,
+                size=item.size,
+            )
             if item.size is not None and item.size > MAX_INBOUND_FILE:
+                if item.kind is AttachmentKind.IMAGE:  # the gateway answers naming the cap
+                    attachments.append(held)
+                    continue
                 notes.append(f"[attachment not received: {label} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
             try:
                 info = await api.get_file(item.file_id)
                 size = info.get("file_size")
                 path = info.get("file_path")
+                if cap is not None and isinstance(size, int) and size > cap:
+                    attachments.append(
+                        withheld(
+                            size, kind=item.kind, mime_type=item.mime_type, filename=item.filename
+                        )
+                    )
+                    continue
                 if isinstance(size, int) and size > MAX_INBOUND_FILE:
                     data = None
                 elif not isinstance(path, str) or not path:
@@ -546,6 +577,9 @@ class TelegramChannel(Channel):
                 notes.append(f"[attachment not received: {label} could not be fetched]")
                 continue
             if data is None:
+                if item.kind is AttachmentKind.IMAGE:
+                    attachments.append(withheld)
+                    continue
                 notes.append(f"[attachment not received: {label} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue
             attachments.append(

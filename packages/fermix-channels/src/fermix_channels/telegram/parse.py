@@ -132,7 +132,9 @@ def _media(message: dict[str, Any]) -> list[MediaRef]:
         ("audio", AttachmentKind.AUDIO, "audio/mpeg"),
         ("voice", AttachmentKind.AUDIO, "audio/ogg"),
         ("video", AttachmentKind.VIDEO, "video/mp4"),
-        ("video_note", AttachmentKind.VIDEO, "video/mp4"),
+        # A round video note is speech: kind audio (so the gateway transcribes it), the
+        # MP4 container kept as its MIME type and sent to speech-to-text as it is.
+        ("video_note", AttachmentKind.AUDIO, "video/mp4"),
         ("animation", AttachmentKind.VIDEO, "video/mp4"),
     )
     for key, kind, default_mime in kinds:

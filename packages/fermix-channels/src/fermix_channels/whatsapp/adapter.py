@@ -21,9 +21,11 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from fermix_core.channel import (
     Attachment,
@@ -40,10 +42,12 @@ from fermix_core.channel import (
     WebhookRequest,
     WebhookResponse,
     WebhookRoute,
+    inbound_cap,
 )
 from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.transcription.inbound import withheld
 
-from fermix_channels.secrets import require_secret
+from fermix_channels.secrets import require_secret, resolver_of
 from fermix_channels.whatsapp.client import WINDOW_CLOSED, WhatsAppApi
 from fermix_channels.whatsapp.config import WhatsAppConfig
 from fermix_channels.whatsapp.parse import (
@@ -88,6 +92,60 @@ def _text(status: int, body: str = "") -> WebhookResponse:
     return WebhookResponse(status=status, body=body.encode("utf-8"))
 
 
+@dataclass(eq=False)
+class _Album:
+    """The images of one chat held for merging, and how their hand-off ended."""
+
+    parts: list[InboundMessage] = field(default_factory=list)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    #: Set once the merged message was handed off or failed; ``error`` says which.
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None
+    handed_off: bool = False
+    #: No more parts join (debounce over, another message from the chat, stop).
+    closed: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+    def poke(self) -> None:
+        """A part arrived (or the album was closed): restart the debounce wait."""
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    def close(self) -> None:
+        self.closed = True
+        self.poke()
+
+
+def merge_album(parts: Sequence[InboundMessage]) -> InboundMessage:
+    """One message for the images of an album: the first part's ids, every caption in
+    order, every image in order (WhatsApp puts each picture's caption on that picture)."""
+    ordered = sorted(
+        enumerate(parts),
+        key=lambda item: (getattr(item[1].raw_ref, "timestamp", None) or 0, item[0]),
+    )
+    messages = [message for _, message in ordered]
+    first = messages[0]
+    if len(messages) == 1:
+        return first
+    return first.model_copy(
+        update={
+            "text": "\n".join(m.text for m in messages if m.text.strip()),
+            "attachments": [a for m in messages for a in m.attachments],
+        }
+    )
+
+
+def _withheld(media: Any, size: int | None) -> Attachment:
+    """An image over the inbound cap: announced, not downloaded (the gateway refuses it)."""
+    return Attachment(
+        kind=AttachmentKind.IMAGE,
+        withheld=True,
+        mime_type=media.mime_type,
+        filename=media.filename,
+        size=size,
+    )
+
+
 class WhatsAppChannel(Channel):
     """The ``whatsapp`` channel (built by the runtime from ``fermix_channels.whatsapp.plugin``)."""
 
@@ -100,6 +158,7 @@ class WhatsAppChannel(Channel):
     max_text = 4096
     text_measure = "chars"
     media_caps = MEDIA_CAPS
+    max_inbound_media = MAX_INBOUND_MEDIA
     reactions_allowed = None
     #: The indicator shows for up to 25 s or until the reply lands.
     typing_interval = 20.0
@@ -116,18 +175,33 @@ class WhatsAppChannel(Channel):
         self._last_inbound: OrderedDict[str, str] = OrderedDict()
         #: Ids being delivered right now (a retry arriving during a media download).
         self._in_flight: set[str] = set()
+        #: The album being held per chat (images waiting for the rest of their message).
+        self._albums: dict[str, _Album] = {}
+        #: Set (and replaced) whenever an image is held, for tests and the benchmark.
+        self.held_changed = anyio.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, host: ChannelHost) -> None:
         host.report("starting")
         config = self.config
+        resolver = resolver_of(host)
         try:
             token = await require_secret(
-                config, self.name, "access_token", "WHATSAPP_ACCESS_TOKEN", "replies need it"
+                config,
+                self.name,
+                "access_token",
+                "WHATSAPP_ACCESS_TOKEN",
+                "replies need it",
+                resolver=resolver,
             )
             self._app_secret = await require_secret(
-                config, self.name, "app_secret", "WHATSAPP_APP_SECRET", "webhooks are verified"
+                config,
+                self.name,
+                "app_secret",
+                "WHATSAPP_APP_SECRET",
+                "webhooks are verified",
+                resolver=resolver,
             )
             self._verify_token = await require_secret(
                 config,
@@ -135,6 +209,7 @@ class WhatsAppChannel(Channel):
                 "verify_token",
                 "WHATSAPP_VERIFY_TOKEN",
                 "Meta's webhook handshake needs it",
+                resolver=resolver,
             )
             if not config.phone_number_id:
                 raise ChannelError(
@@ -154,6 +229,10 @@ class WhatsAppChannel(Channel):
         host.report("ready")
 
     async def stop(self) -> None:
+        # Held albums are not delivered now (the gateway is stopping too): their webhook
+        # requests answer 503, and Meta redelivers every part to the next start.
+        for album in list(self._albums.values()):
+            album.scope.cancel()
         self.host = None
         self.api = None
 
@@ -191,12 +270,21 @@ class WhatsAppChannel(Channel):
             log.info("whatsapp webhook: ignored %s", ignored)
         for status in webhook.statuses:
             self._on_status(host, status)
-        for message in webhook.messages:
-            try:
-                await self._on_message(host, message)
-            except (DeliveryUnavailable, ChannelTransientError) as exc:
-                log.warning("whatsapp: hand-off failed, Meta will retry: %s", exc)
-                return WebhookResponse(503, b"try again", headers={"retry-after": "1"})
+        held: list[_Album] = []
+        try:
+            for message in webhook.messages:
+                album = await self._on_message(host, message)
+                if album is not None:
+                    held.append(album)
+            # Album parts are answered once their merged turn is handed off: until then Meta
+            # holds the only durable copy, so a stop during the debounce loses nothing.
+            for album in held:
+                await album.done.wait()
+                if album.error is not None:
+                    raise album.error
+        except (DeliveryUnavailable, ChannelTransientError) as exc:
+            log.warning("whatsapp: hand-off failed, Meta will retry: %s", exc)
+            return WebhookResponse(503, b"try again", headers={"retry-after": "1"})
         return _text(200, "ok")
 
     def _handshake(self, request: WebhookRequest) -> WebhookResponse:
@@ -225,7 +313,8 @@ class WhatsAppChannel(Channel):
         log.error("whatsapp: a reply to %s was not delivered: %s", status.recipient or "?", reasons)
         host.emit("channel.delivery_failed", chat_id=status.recipient, error=reasons)
 
-    async def _on_message(self, host: ChannelHost, parsed: ParsedMessage) -> None:
+    async def _on_message(self, host: ChannelHost, parsed: ParsedMessage) -> _Album | None:
+        """Deliver one message, or hold an image for its album (returned, to wait on)."""
         configured = self.config.phone_number_id
         if parsed.phone_number_id and configured and parsed.phone_number_id != configured:
             log.info("whatsapp: ignored a message for another number (%s)", parsed.phone_number_id)
@@ -241,24 +330,102 @@ class WhatsAppChannel(Channel):
         self._in_flight.add(parsed.id)
         try:
             attachments, notes = await self._media(parsed)
-            text = "\n".join(part for part in (parsed.text, *notes) if part)
-            message = InboundMessage(
-                channel=self.name,
-                chat_id=parsed.sender,
-                sender_id=parsed.sender,
-                text=text,
-                attachments=attachments,
-                message_id=parsed.id,
-                raw_ref=parsed,
-            )
-            result = await host.deliver(message)
+        except BaseException:
+            self._in_flight.discard(parsed.id)
+            raise
+        text = "\n".join(part for part in (parsed.text, *notes) if part)
+        message = InboundMessage(
+            channel=self.name,
+            chat_id=parsed.sender,
+            sender_id=parsed.sender,
+            text=text,
+            attachments=attachments,
+            message_id=parsed.id,
+            raw_ref=parsed,
+        )
+        if parsed.type == "image" and self.config.album_debounce_ms > 0:
+            return self._hold(host, message)
+        pending = self._albums.get(parsed.sender)
+        try:
+            if pending is not None:
+                # Anything else from the chat ends its album first, so turns keep their order.
+                pending.close()
+                await pending.done.wait()
+            await self._hand_off(host, message)
         finally:
             self._in_flight.discard(parsed.id)
-        if result is DeliveryResult.ACCEPTED:
-            self._last_inbound[parsed.sender] = parsed.id
-            self._last_inbound.move_to_end(parsed.sender)
+        return None
+
+    async def _hand_off(self, host: ChannelHost, message: InboundMessage) -> DeliveryResult:
+        result = await host.deliver(message)
+        if result is DeliveryResult.ACCEPTED and message.message_id:
+            chat = message.chat_id
+            self._last_inbound[chat] = message.message_id
+            self._last_inbound.move_to_end(chat)
             while len(self._last_inbound) > _LAST_INBOUND_LIMIT:
                 self._last_inbound.popitem(last=False)
+        return result
+
+    # ------------------------------------------------------------------ albums
+
+    def _hold(self, host: ChannelHost, message: InboundMessage) -> _Album:
+        """Keep an image until no other image of its chat arrived for ``album_debounce_ms``
+        (Cloud API sends every picture of a multi-image message as its own webhook)."""
+        album = self._albums.get(message.chat_id)
+        if album is None or album.closed:
+            album = self._albums[message.chat_id] = _Album()
+            host.task_group.start_soon(self._flush_album, host, message.chat_id, album)
+        album.parts.append(message)
+        album.poke()
+        self.held_changed.set()
+        self.held_changed = anyio.Event()
+        return album
+
+    def held(self, chat_id: str) -> int:
+        """How many images of *chat_id* are being held for their album right now."""
+        album = self._albums.get(chat_id)
+        return len(album.parts) if album is not None and not album.closed else 0
+
+    async def _flush_album(self, host: ChannelHost, chat: str, album: _Album) -> None:
+        try:
+            with album.scope:
+                wait = self.config.album_debounce_ms / 1000
+                while not album.closed:
+                    changed = album.changed
+                    with anyio.move_on_after(wait) as timer:
+                        await changed.wait()
+                    if timer.cancelled_caught:
+                        break
+                album.closed = True
+                if self._albums.get(chat) is album:
+                    del self._albums[chat]
+                merged = merge_album(album.parts)
+                result = await self._hand_off(host, merged)
+                album.handed_off = True
+                if result is DeliveryResult.ACCEPTED:
+                    # The merged turn carries the first part's id; record the others too, so
+                    # a redelivered part is a duplicate and never a turn of its own.
+                    remember = getattr(host, "remember", None)
+                    for part in album.parts[1:]:
+                        if part.message_id and callable(remember):
+                            await remember(part.message_id)
+        except (DeliveryUnavailable, ChannelTransientError) as exc:
+            album.error = exc
+        except Exception as exc:
+            log.exception("whatsapp: an album could not be handed off")
+            album.error = DeliveryUnavailable(f"the album hand-off failed ({exc})")
+        finally:
+            if not album.handed_off and album.error is None:
+                album.error = DeliveryUnavailable(
+                    "the channel stopped while an album was held; Meta redelivers it"
+                )
+            album.closed = True
+            if self._albums.get(chat) is album:
+                del self._albums[chat]
+            for part in album.parts:
+                if part.message_id:
+                    self._in_flight.discard(part.message_id)
+            album.done.set()
 
     async def _media(self, parsed: ParsedMessage) -> tuple[list[Attachment], list[str]]:
         media = parsed.media
@@ -268,10 +435,21 @@ class WhatsAppChannel(Channel):
         if api is None:
             raise ChannelTransientError("the channel stopped during the delivery")
         label = media.filename or media.kind
+        kind = _KINDS[media.kind]
+        size: Any = None
         try:
             info = await api.media_info(media.id)
             size = info.get("file_size")
+            mime = media.mime_type or (info.get("mime_type") if isinstance(info, dict) else None)
+            mime = mime if isinstance(mime, str) else None
+            cap = inbound_cap(self.host, _KINDS[media.kind], mime)
+            if cap is not None and isinstance(size, int) and size > cap:
+                # The gateway answers "too large" (the transcription cap); nothing is fetched.
+                kind = _KINDS[media.kind]
+                return [withheld(size, kind=kind, mime_type=mime, filename=media.filename)], []
             if isinstance(size, int) and size > MAX_INBOUND_MEDIA:
+                if kind is AttachmentKind.IMAGE:  # the gateway answers naming the cap
+                    return [_withheld(media, size)], []
                 return [], [f"[attachment not received: {label} is over 25 MB]"]
             data = await api.download(info["url"], MAX_INBOUND_MEDIA)
         except ChannelTransientError:
@@ -280,12 +458,13 @@ class WhatsAppChannel(Channel):
             log.warning("whatsapp: could not fetch media %s: %s", media.id, exc)
             return [], [f"[attachment not received: {label} could not be fetched]"]
         if data is None:
+            if kind is AttachmentKind.IMAGE:
+                return [_withheld(media, size if isinstance(size, int) else None)], []
             return [], [f"[attachment not received: {label} is over 25 MB]"]
-        mime = media.mime_type or (info.get("mime_type") if isinstance(info, dict) else None)
         attachment = Attachment(
             kind=_KINDS[media.kind],
             data=data,
-            mime_type=mime if isinstance(mime, str) else None,
+            mime_type=mime,
             filename=media.filename,
         )
         return [attachment], []

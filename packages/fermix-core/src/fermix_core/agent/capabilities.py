@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fermix_core.agent.bm25 import BM25Index
+from fermix_core.agent.definition_cache import DefinitionCache
 from fermix_core.config.models import DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT_S
 from fermix_core.messages import ToolDefinition
 from fermix_core.plugins.discovery import FIRST_PARTY, distribution_of
@@ -123,8 +124,11 @@ class CapabilityRegistry:
         deferral: bool = True,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_S,
+        definition_cache: DefinitionCache | None = None,
     ) -> None:
         self.deferral = deferral
+        #: Wire definitions kept between processes (see ``agent/definition_cache.py``).
+        self.definition_cache = definition_cache
         #: ``[fermix_core.tools] max_result_chars`` and ``timeout_seconds``: every call's caps.
         self.max_result_chars = max_result_chars
         self.timeout_seconds = timeout_seconds
@@ -172,8 +176,18 @@ class CapabilityRegistry:
         return spec.timeout_seconds if spec.timeout_seconds is not None else self.timeout_seconds
 
     def deferred(self, spec: ToolSpec) -> bool:
-        """Whether *spec*'s schema leaves the wire (only ever while deferral is on)."""
-        return self.deferral and (spec.deferred or spec.name in self._third_party)
+        """Whether *spec*'s schema leaves the wire (only ever while deferral is on).
+
+        The spec decides when it says (``deferred=True``/``False``); otherwise third-party
+        tools are deferred and first-party ones are not. Run-time tools (MCP) always are.
+        """
+        if not self.deferral:
+            return False
+        if spec.name in self._runtime:
+            return True
+        if spec.deferred is not None:
+            return spec.deferred
+        return spec.name in self._third_party
 
     # ------------------------------------------------------------------ building
 
@@ -202,6 +216,12 @@ class CapabilityRegistry:
     def definition(self, name: str) -> ToolDefinition:
         """The wire definition of a registered tool (cached: schema generation is not free)."""
         cached = self._definitions.get(name)
+        if cached is not None:
+            return cached
+        disk = self.definition_cache if name not in self._runtime else None
+        spec = self._specs[name]
+        if disk is not None and name not in self._broken:
+            cached = disk.get(spec)
         if cached is None:
             try:
                 cached = self.tool(name).definition()
@@ -211,7 +231,9 @@ class CapabilityRegistry:
                 self._tools.pop(name, None)
                 log.error("%s", message)
                 raise ToolBuildError(message) from exc
-            self._definitions[name] = cached
+            if disk is not None:
+                disk.put(spec, cached)
+        self._definitions[name] = cached
         return cached
 
     # ------------------------------------------------------------------ run-time tools

@@ -354,9 +354,8 @@ def routed_callers(runtime: Any) -> tuple[CallerFactory, list[Callable[[], Await
     runs on the primary (the overlay's effort still applies). A
     mis-paired provider/model fails here, loud, at spawn. Returns (factory, closers).
     """
-    import httpx
-
     from fermix_core.authfile import AuthStore
+    from fermix_core.httpclient import runtime_client
     from fermix_core.routing import (
         ProviderPool,
         RouteChain,
@@ -366,7 +365,7 @@ def routed_callers(runtime: Any) -> tuple[CallerFactory, list[Callable[[], Await
     )
 
     auth_store = AuthStore(runtime.home.auth_file)
-    http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
+    http = runtime_client()
     pool = ProviderPool(runtime.registry, http=http, auth_store=auth_store)
     cached: dict[str | None, Any] = {}
 

@@ -17,7 +17,8 @@ boundary ladder within the adapter's ``max_text``, and sends the chunks in order
   channel's health and raised as :class:`ReplyUndelivered` — the turn runner keeps the reply
   in history, so nothing is dropped silently;
 * media are checked against the adapter's ``media_caps`` before anything is uploaded; an
-  oversized file is refused with :class:`MediaTooLarge`, which says what to do instead.
+  oversized file is refused with :class:`MediaTooLarge`, which says what to do instead;
+  that refusal and any failed media send emit ``channel.media_send_error``.
 
 It also carries the optional abilities (edit, delete, react, typing) with the same retry
 rules, and :meth:`OutboundPort.approval`, the sandbox approval prompt as plain text with its
@@ -235,6 +236,7 @@ class OutboundPort:
             kind="media" if message.attachments else "text",
             duration_ms=round((self._clock() - started) * 1000, 3),
         )
+        self.emit("channel.message", direction="outbound")
         if self._on_sent is not None:
             self._on_sent()
         return sent
@@ -256,6 +258,11 @@ class OutboundPort:
         if self._on_failed is not None:
             self._on_failed(f"{what}: {reason}")
         return ReplyUndelivered(f"{what} on {self.name} was not delivered ({reason})")
+
+    def _media_error(self, attachments: list[Attachment], exc: BaseException) -> None:
+        """``channel.media_send_error``: a media reply that was refused or failed."""
+        kinds = sorted({str(a.kind) for a in attachments})
+        self.emit("channel.media_send_error", kind=",".join(kinds), error=str(exc))
 
     def check_media(self, attachments: list[Attachment]) -> None:
         """Refuse any attachment over the channel's cap, before anything is uploaded."""
@@ -281,7 +288,11 @@ class OutboundPort:
         """Render, split and send *message*; the first delivered message's id comes back."""
         from fermix_core.channels.presentation import RenderedChunk, present
 
-        self.check_media(list(message.attachments))
+        try:
+            self.check_media(list(message.attachments))
+        except MediaTooLarge as exc:
+            self._media_error(message.attachments, exc)
+            raise
         chunks: list[RenderedChunk] = []
         extra: list[Attachment] = []
         if message.text.strip():
@@ -322,6 +333,7 @@ class OutboundPort:
                 try:
                     sent = await self._send_one(key, outbound)
                 except ChannelError as exc:
+                    self._media_error([attachment], exc)
                     raise self._undelivered(
                         message, f"the attachment {attachment.filename or ''}".strip(), exc
                     ) from exc

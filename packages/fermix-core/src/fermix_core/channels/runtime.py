@@ -39,6 +39,8 @@ import anyio.abc
 
 from fermix_core.channel import (
     HEALTH_STATES,
+    Attachment,
+    AttachmentKind,
     Channel,
     ConversationKey,
     DeliveryResult,
@@ -216,6 +218,9 @@ PortFactory = Callable[[Channel, ChannelSpec, "_Slot", "ChannelRuntime"], Any]
 
 #: How often the typing indicator is renewed while a turn runs (platforms show it ~5 s).
 TYPING_EVERY = 4.0
+#: A turn answered sooner than this shows no typing indicator at all: the reply itself
+#: arrives first, and the platform call (WhatsApp marks the message read with it) is saved.
+TYPING_AFTER = 0.5
 #: A turn longer than this stops renewing the indicator.
 TYPING_MAX = 600.0
 
@@ -258,7 +263,23 @@ class RuntimeHost:
         self.config = slot.section
         self.http = runtime.http
         self.home = runtime.home
+        #: The runtime facade lifecycle hooks get (``None`` outside a running service).
+        self.service = runtime.service
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._secrets: Any = None
+
+    @property
+    def secrets(self) -> Any:
+        """A :class:`~fermix_core.secrets.SecretResolver` that consults plugins'
+        ``fermix_resolve_secret`` hooks; a fresh cache on every start of the adapter."""
+        if self._secrets is None:
+            if self.service is not None:
+                self._secrets = self.service.new_secret_resolver()
+            else:
+                from fermix_core.secrets import SecretResolver
+
+                self._secrets = SecretResolver()
+        return self._secrets
 
     @property
     def task_group(self) -> anyio.abc.TaskGroup:
@@ -302,9 +323,27 @@ class RuntimeHost:
                 shown.append((message.role, message.text))
         return shown
 
+    def inbound_cap(self, kind: AttachmentKind, mime_type: str | None = None) -> int | None:
+        """The gateway's own size cap in bytes for an inbound file of *kind* and
+        *mime_type* (audio: ``[fermix_core.transcription] max_file_mb``), or ``None`` when
+        it sets none. An adapter skips the download of a file declared larger and hands
+        over :func:`fermix_core.transcription.inbound.withheld` instead."""
+        from fermix_core.transcription.inbound import needs_transcription
+
+        transcriber = getattr(self._runtime.gateway, "transcriber", None)
+        if transcriber is None:
+            return None
+        probe = Attachment(kind=kind, data=b"", mime_type=mime_type)
+        return transcriber.cap_bytes if needs_transcription(probe) else None
+
     async def seen(self, platform_id: str) -> bool:
         seen = self._runtime.seen_ids
         return seen is not None and await seen.seen(self.name, platform_id)
+
+    async def remember(self, platform_id: str) -> None:
+        seen = self._runtime.seen_ids
+        if seen is not None:
+            await seen.claim(self.name, platform_id)
 
     def report(self, state: str, error: str | None = None) -> None:
         self._runtime.set_state(self._slot, state, error)
@@ -362,8 +401,11 @@ class ChannelRuntime:
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         port_factory: PortFactory = default_port,
+        service: Any = None,
     ) -> None:
         self.specs = list(specs)
+        #: The :class:`~fermix_core.facade.ServiceHost` every adapter's host carries.
+        self.service = service
         self.config = config
         self.gateway = gateway
         self.home = home
@@ -393,6 +435,7 @@ class ChannelRuntime:
             home=runtime.home,
             sources={spec.name: registry.source_of(spec) for spec in specs},
             emit=runtime.emit,
+            service=getattr(runtime, "service_host", None),
             **kwargs,
         )
 
@@ -600,7 +643,12 @@ class ChannelRuntime:
         return DeliveryResult.ACCEPTED, job
 
     async def _typing(self, typing: Any, message: InboundMessage, job: Any, every: float) -> None:
-        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX)."""
+        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX).
+
+        Nothing is sent for a turn done within ``TYPING_AFTER``.
+        """
+        with anyio.move_on_after(TYPING_AFTER):
+            await job.done.wait()
         with anyio.move_on_after(TYPING_MAX):
             while not job.done.is_set():
                 await typing(message.chat_id, message.thread_id)
@@ -674,6 +722,7 @@ class ChannelRuntime:
         try:
             async with anyio.create_task_group() as tg:
                 host._task_group = tg
+                host._secrets = None  # every start resolves its credentials afresh
                 with anyio.move_on_after(self.start_timeout) as deadline:
                     await channel.start(host)
                 if deadline.cancelled_caught:

@@ -11,7 +11,13 @@ import typer
 from typer.core import TyperGroup
 
 from fermix_core import __version__
-from fermix_core.cli.commands import BY_NAME, COMMANDS, PROG, SUMMARY
+from fermix_core.cli.commands import (
+    BY_NAME,
+    COMMANDS,
+    PROG,
+    SUMMARY,
+    installed_plugin_commands,
+)
 from fermix_core.cli.logsetup import configure_logging
 from fermix_core.specs import resolve_ref
 
@@ -78,11 +84,12 @@ class LazyRootGroup(HelpfulGroup):
     _plugin_group: Any = None
 
     def list_commands(self, ctx: Any) -> list[str]:
-        return [entry.name for entry in COMMANDS]
+        return [entry.name for entry in (*COMMANDS, *installed_plugin_commands())]
 
     def command_names(self, ctx: Any) -> list[str]:
         group = self._plugins()
-        return [*self.list_commands(ctx), *(group.list_commands(ctx) if group else [])]
+        names = [*self.list_commands(ctx), *(group.list_commands(ctx) if group else [])]
+        return list(dict.fromkeys(names))
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         entry = BY_NAME.get(cmd_name)

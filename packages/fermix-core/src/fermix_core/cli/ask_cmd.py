@@ -36,10 +36,18 @@ def ask(
     session: str = typer.Option("default", "--session", "-s", help="Conversation name."),
     stdin: bool = typer.Option(False, "--stdin", help="Read (more of) the prompt from stdin."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    image: list[str] = typer.Option(
+        [],
+        "--image",
+        metavar="PATH",
+        help="Attach a local image (PNG, JPEG, GIF, WebP, BMP, TIFF); repeatable.",
+    ),
 ) -> None:
     """Ask Fermix one thing and print the reply."""
     # The same function the entry point's fast path calls without typer (ask_core).
-    raise typer.Exit(ask_command(prompt, session=session, stdin=stdin, as_json=as_json))
+    raise typer.Exit(
+        ask_command(prompt, session=session, stdin=stdin, as_json=as_json, images=image)
+    )
 
 
 @chat_app.command()

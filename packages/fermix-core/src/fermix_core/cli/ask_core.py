@@ -116,12 +116,19 @@ class LocalSession:
         answer = await self._poller.call("inbox", {"session": self.session, "wait": wait})
         return list(answer.get("messages") or [])
 
-    async def ask(self, text: str) -> dict[str, Any]:
+    async def ask(self, text: str, images: Sequence[str] = ()) -> dict[str, Any]:
+        """One turn; *images* are absolute paths of local image files (already checked)."""
         if self.client is not None:
-            return await self.client.call(
-                "ask", {"text": text, "session": self.session, "cwd": self.cwd}
+            params: dict[str, Any] = {"text": text, "session": self.session, "cwd": self.cwd}
+            if images:
+                params["images"] = list(images)  # same machine, same user: the daemon reads them
+            return await self.client.call("ask", params)
+        if images:
+            outcome = await self.embedded.ask(
+                text, session=self.session, cwd=self.cwd, images=images
             )
-        outcome = await self.embedded.ask(text, session=self.session, cwd=self.cwd)
+        else:
+            outcome = await self.embedded.ask(text, session=self.session, cwd=self.cwd)
         return outcome.as_dict()
 
 
@@ -200,15 +207,39 @@ def run_turns(coro_fn: Any, *, thinking: bool = False) -> Any:
         raise TurnsFailed(1) from exc
 
 
-def ask_command(prompt: str, *, session: str, stdin: bool, as_json: bool) -> int:
+def check_images(paths: Sequence[str]) -> list[str] | None:
+    """*paths* as absolute paths once each is a readable picture; ``None`` after printing why
+    one is not (the caller exits 2). Only reads the first bytes of each file."""
+    from fermix_core.media.images import ImageError, check_local_image
+
+    checked: list[str] = []
+    for path in paths:
+        try:
+            check_local_image(path)
+        except ImageError as exc:
+            sys.stderr.write(f"fermix ask: --image {path}: {exc}\n")
+            return None
+        checked.append(os.path.abspath(path))
+    return checked
+
+
+def ask_command(
+    prompt: str, *, session: str, stdin: bool, as_json: bool, images: Sequence[str] = ()
+) -> int:
     """One turn: print the reply (or one JSON object) and return the exit code."""
     text = prompt
     if stdin:
         piped = sys.stdin.read()
         text = f"{prompt}\n\n{piped}".strip() if prompt else piped.strip()
-    if not text.strip():
-        sys.stderr.write("nothing to ask: give a prompt or pipe one with --stdin\n")
+    if not text.strip() and not images:
+        sys.stderr.write("nothing to ask: give a prompt, an --image, or pipe one with --stdin\n")
         return 2
+    checked: list[str] = []
+    if images:
+        found = check_images(images)
+        if found is None:
+            return 2
+        checked = found
 
     in_process = False
 
@@ -216,7 +247,7 @@ def ask_command(prompt: str, *, session: str, stdin: bool, as_json: bool) -> int
         nonlocal in_process
         async with LocalSession(session) as local:
             in_process = local.client is None
-            return await local.ask(text)
+            return await local.ask(text, checked)
 
     try:
         result = run_turns(main, thinking=not as_json)
@@ -242,7 +273,13 @@ def ask_command(prompt: str, *, session: str, stdin: bool, as_json: bool) -> int
 def parse_ask_args(args: Sequence[str]) -> dict[str, Any] | None:
     """``ask``'s own arguments as keywords for :func:`ask_command`, or ``None`` when they
     need the full CLI (``--help``, an unknown option, a second prompt, a missing value)."""
-    options: dict[str, Any] = {"prompt": "", "session": "default", "stdin": False, "as_json": False}
+    options: dict[str, Any] = {
+        "prompt": "",
+        "session": "default",
+        "stdin": False,
+        "as_json": False,
+        "images": [],
+    }
     prompt: str | None = None
     items = list(args)
     only_positional = False
@@ -260,6 +297,12 @@ def parse_ask_args(args: Sequence[str]) -> dict[str, Any] | None:
             options["session"] = items.pop(0)
         elif item.startswith("--session="):
             options["session"] = item.partition("=")[2]
+        elif item == "--image":
+            if not items:
+                return None
+            options["images"].append(items.pop(0))
+        elif item.startswith("--image="):
+            options["images"].append(item.partition("=")[2])
         elif item == "--stdin":
             options["stdin"] = True
         elif item == "--json":

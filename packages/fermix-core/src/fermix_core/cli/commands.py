@@ -8,6 +8,8 @@ which keeps it within a few interpreter start-ups of ``python -c pass``.
 
 from __future__ import annotations
 
+import sys
+
 PROG = "fermix"
 SUMMARY = "Fermix — a personal AI agent daemon."
 
@@ -136,9 +138,62 @@ COMMANDS: tuple[CommandEntry, ...] = (
 BY_NAME: dict[str, CommandEntry] = {entry.name: entry for entry in COMMANDS}
 
 
+class PluginCommandEntry:
+    """A command a first-party plugin adds through ``fermix_cli``, listed in the fast help.
+
+    Plugin commands exist only once plugins are loaded, which the fast help never does.
+    The first-party ones are known in advance, so they are listed here with the top-level
+    package of the distribution that adds them, and shown when that package is installed
+    (found on ``sys.path``, not imported). ``tests/test_first_party_commands.py`` keeps this
+    table equal to what those plugins register. Third-party commands are in ``fermix
+    plugins list``.
+    """
+
+    __slots__ = ("help", "name", "package")
+
+    def __init__(self, name: str, help: str, package: str) -> None:
+        self.name = name
+        self.help = help
+        self.package = package
+
+    def __repr__(self) -> str:
+        return f"PluginCommandEntry({self.name!r}, package={self.package!r})"
+
+
+FIRST_PARTY_PLUGIN_COMMANDS: tuple[PluginCommandEntry, ...] = (
+    PluginCommandEntry(
+        "auth",
+        "Sign in to subscription providers (ChatGPT/Codex, Claude, Grok).",
+        "fermix_providers",
+    ),
+)
+
+
+def installed_plugin_commands() -> list[PluginCommandEntry]:
+    """The first-party plugin commands whose distribution is installed."""
+    return [entry for entry in FIRST_PARTY_PLUGIN_COMMANDS if _findable(entry.package)]
+
+
+def _findable(package: str) -> bool:
+    """Whether top-level *package* can be imported, asking the import system's finders
+    directly (what ``importlib.util.find_spec`` does; importing that module costs more than
+    this whole help screen should)."""
+    if package in sys.modules:
+        return True
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        try:
+            if find_spec is not None and find_spec(package, None) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
 def render_help() -> str:
     """Top-level help, identical in content to what the typer app would list."""
-    width = max(len(entry.name) for entry in COMMANDS)
+    rows = [*COMMANDS, *installed_plugin_commands()]
+    width = max(len(entry.name) for entry in rows)
     lines = [
         f"Usage: {PROG} [OPTIONS] COMMAND [ARGS]...",
         "",
@@ -150,10 +205,10 @@ def render_help() -> str:
         "",
         "Commands:",
     ]
-    lines += [f"  {entry.name.ljust(width)}  {entry.help}" for entry in COMMANDS]
+    lines += [f"  {entry.name.ljust(width)}  {entry.help}" for entry in rows]
     lines += [
         "",
         f"Run '{PROG} COMMAND --help' for a command's options.",
-        f"Plugins can add commands; '{PROG} plugins list' shows what is installed.",
+        f"Other plugins can add commands; '{PROG} plugins list' shows what is installed.",
     ]
     return "\n".join(lines)

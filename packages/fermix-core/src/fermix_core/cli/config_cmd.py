@@ -154,6 +154,8 @@ def set_(
         typer.echo(f"config.toml was not changed: {exc}", err=True)
         raise typer.Exit(1) from exc
     _report_change(ctx, change)
+    for line in change.also:
+        typer.echo(line)
     for slot in change.moved_to_keyring:
         typer.echo(f'{slot}: stored in the OS keyring; config.toml holds "@keyring"')
     for warning in change.secret_warnings:

@@ -72,9 +72,8 @@ def _run(context: Any, work: Callable[[Any, AsyncExitStack], Awaitable[T]]) -> T
 
 async def _open_caller(context: Any, stack: AsyncExitStack) -> tuple[Any, str]:
     """The configured route chain as a model caller, or ``(None, why)`` without a provider."""
-    import httpx
-
     from fermix_core.authfile import AuthStore
+    from fermix_core.httpclient import runtime_client
     from fermix_core.routing import RoutingCaller, build_chain, resolve_routes_async
 
     auth_store = AuthStore(context.home.auth_file)
@@ -87,7 +86,7 @@ async def _open_caller(context: Any, stack: AsyncExitStack) -> tuple[Any, str]:
     )
     if plan.primary is None:
         return None, str(plan.reason or "no provider is configured")
-    http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
+    http = runtime_client()
     stack.push_async_callback(http.aclose)
     chain = build_chain(
         plan, context.registry, emit=context.host.emit, http=http, auth_store=auth_store

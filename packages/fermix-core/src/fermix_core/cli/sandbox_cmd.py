@@ -147,8 +147,14 @@ def revoke_path(
 @sandbox_app.command("show")
 def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="List every protected path and every program."
+    ),
 ) -> None:
-    """Print the sandbox mode, roots, protected list, command profile and env policy."""
+    """Print the sandbox mode, roots, protected list, command profile and env policy.
+
+    The protected paths are summarised (with counts and examples); --verbose lists each.
+    """
     from fermix_core.sandbox import approval
 
     ctx, _loaded, policy = _runtime()
@@ -158,7 +164,7 @@ def show(
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return
-    typer.echo(_render(info))
+    typer.echo(_render(info, verbose=verbose))
 
 
 @sandbox_app.command("approve")
@@ -184,7 +190,7 @@ def approve(
     typer.echo(RESTART_NOTE)
 
 
-def _render(info: dict[str, Any]) -> str:
+def _render(info: dict[str, Any], *, verbose: bool = False) -> str:
     confinement = info["confinement"]
     lines = []
     if info.get("unapproved_changes"):
@@ -208,7 +214,8 @@ def _render(info: dict[str, Any]) -> str:
     lines.append(f"command profile: {info['command_profile']}")
     programs = info["profile_programs"]
     if isinstance(programs, list):
-        lines.append(f"  programs:      {', '.join(programs)}")
+        listed = ", ".join(programs) if verbose else _sample(programs, width=80)
+        lines.append(f"  programs:      {listed}")
     else:
         lines.append(f"  programs:      {programs} (catastrophic commands are still refused)")
     env = info["env"]
@@ -217,12 +224,80 @@ def _render(info: dict[str, Any]) -> str:
     lines.append(f"  deny:          {', '.join(env['deny']) or '(none)'}")
     shown = [f"{k}={v}" for k, v in env["set"].items()]
     lines.append(f"  set:           {', '.join(shown) or '(none)'}")
-    lines.append("protected (denied in every mode, even inside a granted folder):")
-    for entry in info["protected"]:
-        # "exact" entries protect the path itself, not what lies below it ("/" is one).
-        suffix = "" if entry["kind"] == "tree" else " (this path only, not below)"
-        lines.append(f"  {entry['path']}{suffix} — {entry['reason']}")
-    lines.append("write-protected (readable, never written):")
-    for entry in info["write_protected"]:
-        lines.append(f"  {entry['path']} — {entry['reason']}")
+    protected, write_protected = info["protected"], info["write_protected"]
+    if verbose:
+        lines.append("protected (denied in every mode, even inside a granted folder):")
+        for entry in protected:
+            lines.append(f"  {_entry_path(entry)} — {entry['reason']}")
+        lines.append("write-protected (readable, never written):")
+        for entry in write_protected:
+            lines.append(f"  {entry['path']} — {entry['reason']}")
+        return "\n".join(lines)
+    lines.append(
+        f"protected: {len(protected)} paths, denied in every mode, even inside a granted folder:"
+    )
+    lines += _protected_summary(info)
+    home = info.get("os_home") or ""
+    names = [_home_relative(e["path"], home) for e in write_protected]
+    lines.append(f"write-protected: {len(write_protected)} paths, readable but never written:")
+    lines.append(f"  {_sample(names, width=96)}")
+    lines.append("every path and program: `fermix sandbox show --verbose` (or --json)")
     return "\n".join(lines)
+
+
+def _entry_path(entry: dict[str, Any]) -> str:
+    # "exact" entries protect the path itself, not what lies below it ("/" is one).
+    return entry["path"] + (
+        "" if entry.get("kind", "tree") == "tree" else " (this path only, not below)"
+    )
+
+
+def _sample(names: list[str], *, width: int) -> str:
+    """As many of *names* as fit in *width* columns, then how many there are in all."""
+    tail = f", … ({len(names)} in all)"
+    shown: list[str] = []
+    for index, name in enumerate(names):
+        candidate = ", ".join([*shown, name])
+        last = index == len(names) - 1
+        if shown and len(candidate) + (0 if last else len(tail)) > width:
+            return ", ".join(shown) + tail
+        shown.append(name)
+    return ", ".join(shown) or "(none)"
+
+
+def _home_relative(path: str, home: str) -> str:
+    if home and home != "/" and (path == home or path.startswith(home.rstrip("/") + "/")):
+        return "~" + path[len(home.rstrip("/")) :]
+    return path
+
+
+def _protected_summary(info: dict[str, Any]) -> list[str]:
+    """The protected list in groups: Fermix's state, the home's private data, the OS
+    directories, then anything else (an unusual entry is listed on its own line)."""
+    from fermix_core.sandbox.paths import OS_ROOTS
+
+    fermix_home = info.get("fermix_home") or ""
+    home = info.get("os_home") or ""
+    groups: dict[str, list[str]] = {"fermix": [], "home": [], "os": []}
+    others: list[dict[str, Any]] = []
+    for entry in info["protected"]:
+        path = entry["path"]
+        if fermix_home and (path == fermix_home or path.startswith(fermix_home + "/")):
+            groups["fermix"].append(path)
+        elif path == "/" or path in OS_ROOTS:
+            groups["os"].append(path)
+        elif home and home != "/" and path.startswith(home.rstrip("/") + "/"):
+            groups["home"].append(_home_relative(path, home))
+        else:
+            others.append(entry)
+    lines = []
+    if groups["fermix"]:
+        lines.append(f"  Fermix's own state: {fermix_home} (all of it but the workspace)")
+    if groups["home"]:
+        count = len(groups["home"])
+        lines.append(f"  in your home ({count}): credentials, keys, browser profiles, histories")
+        lines.append(f"    {_sample(groups['home'], width=94)}")
+    if groups["os"]:
+        lines.append(f"  operating system ({len(groups['os'])}): {_sample(groups['os'], width=70)}")
+    lines += [f"  {_entry_path(entry)} — {entry['reason']}" for entry in others]
+    return lines

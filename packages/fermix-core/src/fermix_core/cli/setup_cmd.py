@@ -71,9 +71,11 @@ def setup(
         )
     except SetupStoreError as exc:
         typer.echo(f"error: {exc}", err=True)
+        _answers_kept(context, interactive)
         raise typer.Exit(1) from exc
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
+        _answers_kept(context, interactive)
         raise typer.Exit(2) from exc
     for note in result.notes:
         typer.echo(note)
@@ -82,3 +84,15 @@ def setup(
     typer.echo("config.toml written" if result.written else "nothing changed")
     if result.written and context.home.daemon_sock.exists():
         typer.echo("a running daemon keeps its settings until `fermix restart`")
+
+
+def _answers_kept(context: object, interactive: bool) -> None:
+    from fermix_core import setup_answers
+
+    home = context.home  # type: ignore[attr-defined]
+    if interactive and setup_answers.kept(home):
+        typer.echo(
+            f"your answers (not the secrets) are kept in {home.path / setup_answers.FILE_NAME} "
+            "and offered again by the next `fermix setup`",
+            err=True,
+        )

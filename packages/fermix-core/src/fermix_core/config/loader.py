@@ -26,7 +26,7 @@ from fermix_core.config.slots import secret_fields
 from fermix_core.home import FermixHome
 from fermix_core.plugins.discovery import PluginRecord
 from fermix_core.plugins.registry import SpecRegistry
-from fermix_core.specs import ProviderSpec
+from fermix_core.specs import ProviderSpec, resolve_ref
 
 
 @dataclass
@@ -53,9 +53,30 @@ class LoadedConfig:
     #: Routing notes (effort clamps …) already logged for this config: each is said once,
     #: though scheduled jobs resolve their routes on every run.
     logged_notes: set[str] = field(default_factory=set, repr=False, compare=False)
+    #: Providers' own keys validated by their specs' ``config_model``, by provider name.
+    provider_sections: dict[str, BaseModel] = field(default_factory=dict)
 
     def provider_config(self, name: str) -> ProviderConfig | None:
         return self.core.fermix_core.providers.get(name)
+
+    def provider_options(self, name: str) -> BaseModel | None:
+        """Provider *name*'s own settings (its ``config_model``), defaults when unwritten.
+
+        ``None`` when the provider has no ``config_model``, or one whose fields do not all
+        have defaults and whose block is not written.
+        """
+        if name in self.provider_sections:
+            return self.provider_sections[name]
+        spec = self.registry.typed(ProviderSpec).get(name) if self.registry else None
+        if spec is None or spec.config_model is None:
+            return None
+        try:
+            model = resolve_ref(spec.config_model)
+            instance: BaseModel = model.model_validate({})
+        except Exception:  # a model without full defaults (or a broken one) has no default
+            return None
+        self.provider_sections[name] = instance
+        return instance
 
     def section(self, path: str) -> Any:
         """A section by dotted path: a plugin model, a core sub-model, or a kept raw table."""
@@ -89,6 +110,9 @@ class LoadedConfig:
                 if spec is not None:  # show only the keys this provider accepts
                     for key in [k for k in block if k not in spec.config_keys]:
                         del block[key]
+                    options = self.provider_options(name)
+                    if options is not None:
+                        block.update(options.model_dump(mode="json"))
             for path, (ref, source) in registry.config_sections().items():
                 if path in self.sections or core_owned(split(path)):
                     continue
@@ -188,6 +212,7 @@ def check_config(
         untouched=result.untouched,
         registry=registry,
         env_origins=origins,
+        provider_sections=result.provider_options,
     )
     return ValidationReport(path, [], result.warnings, loaded)
 

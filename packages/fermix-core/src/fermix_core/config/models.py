@@ -158,6 +158,9 @@ class ProviderConfig(Section):
     auth_mode: AuthMode | None = None
     fast: bool = False
     wire: Wire | None = None
+    #: Models of this provider that read images although the built-in catalog does not
+    #: say so (a local vision model, a new release): images are sent to them.
+    vision_models: list[NonEmpty] = Field(default_factory=list)
 
 
 class WebSearchConfig(Section):
@@ -214,6 +217,8 @@ class TranscriptionConfig(Section):
     #: One shared key; setup snaps it to the chosen backend's default on a backend switch.
     model: NonEmpty | None = None
     max_file_mb: int = Field(default=20, gt=0)
+    #: The selected backend's API base URL (a proxy, a test server); unset: the service's.
+    base_url: HttpUrl | None = None
     openai_api_key: Secret | None = None
     xai_api_key: Secret | None = None
     deepgram_api_key: Secret | None = None

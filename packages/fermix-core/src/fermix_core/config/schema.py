@@ -67,6 +67,8 @@ class SchemaResult:
     core: FermixConfig | None
     sections: dict[str, BaseModel] = field(default_factory=dict)
     untouched: dict[str, Any] = field(default_factory=dict)
+    #: Each provider's own keys, validated by its spec's ``config_model``, by provider name.
+    provider_options: dict[str, BaseModel] = field(default_factory=dict)
     problems: list[ConfigProblem] = field(default_factory=list)
     warnings: list[ConfigProblem] = field(default_factory=list)
 
@@ -321,9 +323,12 @@ class _Validator:
                 kept[name] = block
                 continue
             allowed: dict[str, Any] = {}
+            own: dict[str, Any] = {}
             for key, value in block.items():
                 key_path = format_key((*parts, key))
-                if key not in PROVIDER_KEYS:
+                if key not in PROVIDER_KEYS and spec.config_model is not None:
+                    own[key] = value
+                elif key not in PROVIDER_KEYS:
                     candidates = [k for k in PROVIDER_KEYS if k in spec.config_keys]
                     self.problem(key_path, unknown_key_message(key, candidates))
                 elif key not in spec.config_keys:
@@ -331,7 +336,38 @@ class _Validator:
                 else:
                     allowed[key] = value
             kept[name] = allowed
+            if spec.config_model is not None:
+                self.provider_options(spec, own)
         core["providers"] = kept
+
+    def provider_options(self, spec: ProviderSpec, own: dict[str, Any]) -> None:
+        """Validate a provider's own keys against its ``config_model``."""
+        path = format_key(("fermix_core", "providers", spec.name))
+        source = self.registry.source_of(spec) or f"providers.{spec.name}"
+        model, error = section_model(spec.config_model, source, path)
+        if error is not None:
+            self.result.problems.append(error)
+            return
+        assert model is not None
+        clash = sorted(
+            (info.alias or key)
+            for key, info in model.model_fields.items()
+            if (info.alias or key) in PROVIDER_KEYS
+        )
+        if clash:
+            self.problem(
+                path,
+                f"plugin {source} declares config_model fields named like core provider keys "
+                f"({', '.join(clash)}); report it to its author (core keys are chosen with "
+                "config_keys)",
+            )
+            return
+        instance, problems = validate_section(
+            f"fermix_core.providers.{spec.name}", model, own, source, self.origins
+        )
+        self.result.problems.extend(problems)
+        if instance is not None:
+            self.result.provider_options[spec.name] = instance
 
     def unknown_provider_message(self, name: str) -> str:
         names = sorted(self.providers)

@@ -122,6 +122,15 @@ def secret_fields(
 
     providers = sorted(registry.typed(ProviderSpec).values(), key=lambda s: (s.order, s.name))
     for spec in providers:
+        if spec.config_model is not None:  # secrets among the provider's own keys
+            try:
+                own = resolve_ref(spec.config_model)
+            except RefError:
+                own = None  # reported by config validation
+            if isinstance(own, type) and issubclass(own, BaseModel):
+                prefix = ("fermix_core", "providers", spec.name)
+                for path in model_secret_paths(own, prefix, data):
+                    fields.append(SecretField(path, derived_env_name(path), _stored(data, path)))
         if "api_key" not in spec.config_keys or spec.keyless:
             continue
         path = ("fermix_core", "providers", spec.name, "api_key")

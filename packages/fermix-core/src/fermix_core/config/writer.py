@@ -29,7 +29,7 @@ from fermix_core.config.document import (
 from fermix_core.config.errors import ConfigError, ConfigProblem
 from fermix_core.config.loader import LoadedConfig, check_config
 from fermix_core.config.messages import annotation_at, choices_of, members, secret_along, show
-from fermix_core.config.models import FermixConfig
+from fermix_core.config.models import FermixConfig, TranscriptionConfig
 from fermix_core.config.secret import mask
 from fermix_core.config.slots import secret_fields
 from fermix_core.fsutil import atomic_write
@@ -63,6 +63,9 @@ class ConfigChange:
     #: Why a plaintext secret already in the file stays there (no keyring writer …), one
     #: sentence per secret — the same warnings setup shows.
     secret_warnings: list[str] = field(default_factory=list)
+    #: Keys changed along with this one, one line each (a transcription backend switch
+    #: snaps ``model`` to the new backend's default).
+    also: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         if not self.changed:
@@ -258,6 +261,7 @@ def _apply(
     )
     doc = parse_document(original, path)  # an independent copy to edit
     absent = object()
+    also: list[str] = []
     old = dig(plain(doc), parts, absent)
     if action == "set":
         new = parse_value(raw_value or "", parts, registry)
@@ -274,6 +278,12 @@ def _apply(
                 list(before.warnings),
             )
         _assign(doc, parts, new, raw_value if new is not raw_value else None)
+        was = old if old is not absent else TranscriptionConfig.model_fields["backend"].default
+        if tuple(parts) == ("fermix_core", "transcription", "backend") and new != was:
+            from fermix_core.transcription.setup_step import snap_to_backend
+
+            doc = parse_document(doc.as_string(), path)  # new keys go inside the table
+            also = snap_to_backend(doc["fermix_core"]["transcription"], new, registry)
     else:
         new = None
         if old is absent or not _remove(doc, parts):
@@ -332,6 +342,7 @@ def _apply(
         after.loaded.overridden_by(parts) if after.loaded is not None else None,
         moved,
         kept_warnings,
+        also,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -29,7 +28,7 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
     """
     from fermix_core.channels.runtime import daemon_channels
     from fermix_core.home import FermixHome
-    from fermix_core.runtime import Runtime
+    from fermix_core.runtime import Runtime, settle_after_boot
     from fermix_core.service import FermixService
 
     try:
@@ -42,9 +41,9 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
     stop = anyio.Event()
     async with (
         FermixService.running(runtime, scheduler=True) as service,
+        runtime.serving(service) as failures,
         AsyncExitStack() as channels,
     ):
-        failures = await runtime.start()
         for plugin, error in failures:
             log.error("plugin %s failed to start: %s", plugin, error)
         # Channels start once the gateway is ready and stop before the plugins' shutdown.
@@ -69,14 +68,13 @@ async def serve(on_ready: Callable[[str], None] | None = None) -> int:
                 on_ready(ready_line(runtime, service))
             # Everything built at boot lives for the whole run: move it out of the collector's
             # sight so full collections stop re-walking it (they caused 30-50 ms turn spikes).
-            gc.collect()
-            gc.freeze()
+            settle_after_boot()
             await stop.wait()
             log.info("daemon stopping")
             service.available = False
             tg.cancel_scope.cancel()
         await channels.aclose()
-        await runtime.stop()
+        await runtime.stop()  # fermix_shutdown now; the plugins' tasks end with the block
     remove_pidfile(home.pid_file, os.getpid())
     return 0
 
@@ -154,8 +152,14 @@ def _handlers(service: Any, stop: anyio.Event) -> dict[str, Any]:
             raise MethodError("bad_params", "ask needs a 'text' string")
         session = str(params.get("session") or "default")
         cwd = params.get("cwd")
+        images = params.get("images") or []
+        if not isinstance(images, list) or not all(isinstance(p, str) for p in images):
+            raise MethodError("bad_params", "ask 'images' must be a list of file paths")
         outcome = await service.ask(
-            text, session=session, cwd=Path(cwd) if isinstance(cwd, str) else None
+            text,
+            session=session,
+            cwd=Path(cwd) if isinstance(cwd, str) else None,
+            images=[Path(p) for p in images],
         )
         return outcome.as_dict()
 

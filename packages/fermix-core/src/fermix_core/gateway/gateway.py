@@ -6,9 +6,10 @@ The seven steps run in a fixed order, and the order is the point:
 2. authorize — owner → operator, allowlisted → guest, anyone else is dropped without a
    reply and *before* any media work, so a stranger cannot make Fermix download or
    transcribe anything (``channel.message`` is emitted only past this point);
-3. media — images pass through as attachments for the turn runner; audio needs a
-   transcription backend, which this version does not have yet, so the sender is told so
-   and no turn is scheduled;
+3. media — audio is transcribed (:mod:`fermix_core.transcription.inbound`) into the turn
+   text, and a transcription that cannot be done answers the sender and schedules no turn;
+   images are capped, checked and stored as files by
+   :class:`fermix_core.media.images.ImageIntake` (a refused image is answered, no turn);
 4. reply port — the caller's port, whose features decide e.g. whether ``/`` is a command;
 5. slash commands — pre-agent, role-gated; an unknown ``/word`` is ordinary text;
 6. queue — one FIFO turn per conversation (``ConversationQueue.submit`` returns at once,
@@ -28,11 +29,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fermix_core.channel import Attachment, AttachmentKind, InboundMessage
+from fermix_core.channel import InboundMessage
 from fermix_core.commands.router import CommandRouter
 from fermix_core.gateway.queue import ConversationQueue, QueueClosedError
 from fermix_core.gateway.reply import try_reply_text
-from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.gateway.trust import LazyPolicies, TrustPolicy
 from fermix_core.gateway.types import (
     CommandServices,
     IngestOutcome,
@@ -41,6 +42,11 @@ from fermix_core.gateway.types import (
     TurnJob,
 )
 from fermix_core.tool import Trust
+from fermix_core.transcription.inbound import (
+    NOT_CONFIGURED_REPLY,
+    needs_transcription,
+    transcribe_inbound,
+)
 
 __all__ = [
     "AGENT_UNAVAILABLE_REPLY",
@@ -54,18 +60,7 @@ log = logging.getLogger("fermix.gateway")
 
 EMPTY_MESSAGE_REPLY = "That message looks empty — send some text or a file."
 AGENT_UNAVAILABLE_REPLY = "Restart in progress — try again in a moment."
-VOICE_NEEDS_TRANSCRIPTION_REPLY = (
-    "Voice notes need a transcription backend — run `fermix setup`. "
-    "Until then, please send your message as text."
-)
-
-
-def needs_transcription(attachment: Attachment) -> bool:
-    """Audio, however the platform labelled it (Telegram sends some as documents)."""
-    if attachment.kind is AttachmentKind.AUDIO:
-        return True
-    mime = (attachment.mime_type or "").lower()
-    return mime.startswith("audio/")
+VOICE_NEEDS_TRANSCRIPTION_REPLY = NOT_CONFIGURED_REPLY
 
 
 class Gateway:
@@ -80,13 +75,23 @@ class Gateway:
         services: CommandServices,
         emit: Callable[..., object],
         agent_available: Callable[[], bool] = lambda: True,
+        transcriber: Any = None,
+        images: Any = None,
     ) -> None:
-        self.policies = dict(policies)
+        # A LazyPolicies builds each channel's policy on first use; anything else is copied.
+        self.policies = policies if isinstance(policies, LazyPolicies) else dict(policies)
         self.commands = commands
         self.queue = queue
         self.services = services
         self._emit_fn = emit
         self._agent_available = agent_available
+        #: Speech-to-text (:class:`fermix_core.transcription.engine.Transcriber`); ``None``
+        #: answers every voice note with "run `fermix setup`".
+        self.transcriber = transcriber
+        #: The image step: an :class:`~fermix_core.media.images.ImageIntake` or a zero-argument
+        #: factory for one (built on the first attachment, so a text-only process never
+        #: imports it); ``None`` passes images through untouched (bare unit-test gateways).
+        self.images = images
 
     def policy_for(self, channel: str) -> TrustPolicy | None:
         return self.policies.get(channel)
@@ -144,8 +149,20 @@ class Gateway:
 
         # 3. media
         if any(needs_transcription(a) for a in message.attachments):
-            await try_reply_text(reply, message, VOICE_NEEDS_TRANSCRIPTION_REPLY)
-            return IngestOutcome(IngestStatus.MEDIA_REFUSED, trust=trust)
+            transcribed = await transcribe_inbound(
+                self.transcriber, message, reply, emit=self._emit
+            )
+            if transcribed is None:
+                return IngestOutcome(IngestStatus.MEDIA_REFUSED, trust=trust)
+            message = transcribed
+        if message.attachments and self.images is not None:
+            if not callable(getattr(self.images, "admit", None)):
+                self.images = self.images()
+            admitted = await self.images.admit(message, reply)
+            if isinstance(admitted, str):
+                await try_reply_text(reply, message, admitted)
+                return IngestOutcome(IngestStatus.MEDIA_REFUSED, trust=trust)
+            message = admitted
 
         # 4. reply port: its features decide what the rest of the pipeline may do
         turn_cwd = cwd if (policy.local and trust is Trust.OPERATOR) else None

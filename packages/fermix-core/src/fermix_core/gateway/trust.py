@@ -21,7 +21,7 @@ commands to senders who are already allowed to talk, and never the sandbox mutat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,3 +228,37 @@ class TrustPolicy:
 def _channel_of(section: Any) -> str | None:
     name = getattr(section, "channel", None)
     return name if isinstance(name, str) and name else None
+
+
+class LazyPolicies(Mapping[str, TrustPolicy]):
+    """Policies by channel name, each built by *build* the first time it is looked up.
+
+    Building a channel's policy validates that channel's config section (importing its
+    config model), which a runtime that only ever sees one channel — a one-off ``fermix
+    ask`` on ``cli`` — should not pay for every registered channel. *known* policies are
+    used as given; *names* are the channels *build* can answer for.
+    """
+
+    def __init__(
+        self,
+        known: Mapping[str, TrustPolicy],
+        names: Iterable[str],
+        build: Any,
+    ) -> None:
+        self._built: dict[str, TrustPolicy] = dict(known)
+        self._names = [*self._built, *(n for n in names if n not in self._built)]
+        self._build = build
+
+    def __getitem__(self, name: str) -> TrustPolicy:
+        policy = self._built.get(name)
+        if policy is None:
+            if name not in self._names:
+                raise KeyError(name)
+            policy = self._built[name] = self._build(name)
+        return policy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)

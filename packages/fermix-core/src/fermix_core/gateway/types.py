@@ -161,7 +161,8 @@ class IngestStatus(StrEnum):
     DROPPED = "dropped"
     #: No text and no media; answered with the "looks empty" note.
     EMPTY = "empty"
-    #: Media the gateway cannot handle yet (voice notes without a transcription backend).
+    #: Media that could not be prepared (audio that could not be transcribed); the sender
+    #: was told why.
     MEDIA_REFUSED = "media_refused"
     #: A slash command ran (or was refused) before the agent.
     COMMAND = "command"

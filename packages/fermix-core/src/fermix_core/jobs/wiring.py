@@ -65,10 +65,9 @@ class JobsRuntime:
         clock: Clock | None = None,
         ports: Callable[[str], Any] | None = None,
     ) -> JobsRuntime:
-        import httpx
-
         from fermix_core.agent.capabilities import BRIDGE_NAMES
         from fermix_core.authfile import AuthStore
+        from fermix_core.httpclient import runtime_client
         from fermix_core.routing import (
             ProviderPool,
             RouteChain,
@@ -83,7 +82,7 @@ class JobsRuntime:
         clock = clock or SystemClock()
         store = await SqliteJobStore.open(runtime.home.memory_db)
         auth_store = AuthStore(runtime.home.auth_file)
-        http = httpx.AsyncClient(limits=httpx.Limits(keepalive_expiry=15.0), follow_redirects=False)
+        http = runtime_client()
         pool = ProviderPool(runtime.registry, http=http, auth_store=auth_store)
 
         async def plan_for(provider: str | None, model: str | None, origin: str) -> Any:

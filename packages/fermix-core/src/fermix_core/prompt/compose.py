@@ -112,13 +112,16 @@ class PromptComposer:
         self.agent_name = agent_name
         self._files = {template: rel for rel, template in prompt_files(agent_id).items()}
         self._cache: dict[Path, tuple[tuple[int, int, int], str]] = {}
+        self._paths: dict[str, Path] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ files
 
     def read(self, template: str) -> str | None:
         """The current text of prompt file *template* (``"SOUL.md"``); None when missing."""
-        path = self.home.path / self._files[template]
+        path = self._paths.get(template)
+        if path is None:
+            path = self._paths[template] = self.home.path / self._files[template]
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):

@@ -85,6 +85,10 @@ class ProviderState:
     #: Keys of that block as written in the file.
     file_keys: frozenset[str]
     flagged_primary: bool = False
+    #: The provider's own settings (its spec's ``config_model``), or ``None``.
+    options: Any = field(default=None, compare=False)
+    #: ``vision_models`` of the block: models that read images beyond the catalog's.
+    vision_models: tuple[str, ...] = ()
 
     @property
     def configured(self) -> bool:

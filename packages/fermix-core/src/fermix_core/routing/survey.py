@@ -4,8 +4,10 @@
 provider family proves itself differently: an API key that actually resolves (from the
 config value or the slot's environment variable), an OAuth login stored in ``auth.json``
 for a provider whose ``auth_mode`` is ``oauth``, or — for a keyless local server — a
-``base_url`` someone wrote down. The default URL alone is not configuration: every install
-would otherwise "have" an Ollama route pointing at a server that is not there.
+``base_url`` someone wrote down (a keyless provider whose spec says ``needs_server=False``
+answers in process and is configured by its block alone). The default URL alone is not
+configuration: every install would otherwise "have" an Ollama route pointing at a server
+that is not there.
 """
 
 from __future__ import annotations
@@ -104,8 +106,18 @@ def _oauth_credential(spec: ProviderSpec, auth_store: AuthStore | None) -> Crede
 
 
 def _keyless_credential(
-    spec: ProviderSpec, written_url: str | None, environ: Mapping[str, str]
+    spec: ProviderSpec, written_url: str | None, environ: Mapping[str, str], *, in_file: bool
 ) -> Credential:
+    if not spec.needs_server:
+        # In process: nothing to reach, so the written block is the whole configuration.
+        if in_file:
+            return Credential(True, "in-process")
+        return Credential(
+            False,
+            "in-process",
+            problem=f"not configured; add a [fermix_core.providers.{spec.name}] block "
+            "(primary = true to use it for main turns)",
+        )
     env_url = environ.get(spec.base_url_env, "").strip() if spec.base_url_env else ""
     if written_url or env_url:
         return Credential(True, "keyless")
@@ -150,7 +162,9 @@ def survey(
         written = written if isinstance(written, Mapping) else None
         auth_mode = _auth_mode(spec, block.auth_mode if block else None)
         if spec.keyless or auth_mode == "none":
-            credential = _keyless_credential(spec, block.base_url if block else None, env)
+            credential = _keyless_credential(
+                spec, block.base_url if block else None, env, in_file=written is not None
+            )
         elif auth_mode == "oauth":
             credential = _oauth_credential(spec, auth_store)
         else:
@@ -170,6 +184,8 @@ def survey(
             in_file=written is not None,
             file_keys=frozenset(written) if written is not None else frozenset(),
             flagged_primary=bool(block.primary) if block else False,
+            options=config.provider_options(spec.name),
+            vision_models=tuple(block.vision_models) if block else (),
         )
     return states
 
@@ -202,6 +218,8 @@ def make_route(
         wire=state.wire,
         http=http,
         auth_store=auth_store,
+        options=state.options,
+        vision_models=state.vision_models,
     )
     return Route(
         name=state.name,

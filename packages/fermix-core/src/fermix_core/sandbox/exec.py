@@ -24,7 +24,13 @@ from anyio.abc import ByteReceiveStream, Process
 
 from fermix_core.tool import ToolError
 
-__all__ = ["DEFAULT_OUTPUT_CAP", "DEFAULT_TIMEOUT", "CommandResult", "run_command"]
+__all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "DEFAULT_TIMEOUT",
+    "CommandResult",
+    "kill_process_group",
+    "run_command",
+]
 
 log = logging.getLogger("fermix.sandbox.exec")
 
@@ -210,6 +216,13 @@ def _group_alive(pgid: int) -> bool:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+async def kill_process_group(process: Process) -> None:
+    """Stop a long-lived child started with ``start_new_session=True`` and everything it
+    started: SIGTERM to its process group, SIGKILL after :data:`TERM_GRACE`, and return once
+    the group is gone (for supervised helpers such as a channel's ``signal-cli``)."""
+    await _kill_group(process, process.pid)
 
 
 async def _kill_group(process: Process, pgid: int) -> None:

@@ -179,6 +179,7 @@ FERMIX_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("daemon.pid", "the daemon's pid file", "exact"),
     ("realtime.sock", "the voice companion socket", "exact"),
     ("acp.sock", "the ACP socket", "exact"),
+    ("setup-answers.json", "answers of an unfinished `fermix setup`", "exact"),
     ("grants", "Fermix's directory grants", "tree"),
     ("bootstrap", "Fermix's prompt files (identity, soul, rules)", "tree"),
     ("memory", "Fermix's memory profiles", "tree"),
@@ -189,6 +190,7 @@ FERMIX_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("traces", "Fermix's traces", "tree"),
     ("journals", "Fermix's run journals", "tree"),
     ("realtime", "the voice companion's state", "tree"),
+    ("cache", "Fermix's caches (tool definitions)", "tree"),
 )
 
 #: Operating-system trees. Denied in every mode; ``/`` itself is denied exactly (its

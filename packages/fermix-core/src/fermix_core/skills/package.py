@@ -14,13 +14,17 @@ A reference that resolves outside the package (a symlink out, ``..``) is refused
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fermix_core.tool import Trust
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fermix_core.derived_cache import DerivedCache
 
 __all__ = [
     "DESCRIPTION_LIMIT",
@@ -121,18 +125,30 @@ def _tools(value: Any, key: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def parse_skill_text(text: str) -> tuple[dict[str, Any], str]:
-    """Split SKILL.md *text* into (front matter mapping, body); :class:`SkillError` if malformed."""
-    import yaml
+def parse_skill_text(
+    text: str, *, cache: DerivedCache | None = None, name: str = ""
+) -> tuple[dict[str, Any], str]:
+    """Split SKILL.md *text* into (front matter mapping, body); :class:`SkillError` if malformed.
 
+    With a *cache* (``$FERMIX_HOME/cache/skill-front-matter.json``), a front matter parsed
+    before is taken from it under *name* while its text is byte for byte the same (the
+    key is its SHA-256), so an unchanged skill costs no YAML parse — nor the PyYAML import.
+    """
     match = _FRONT.match(text)
     if match is None:
         raise SkillError(
             "SKILL.md must start with YAML front matter between two '---' lines "
             "(name and description at least)"
         )
+    block = match.group(1)
+    key = hashlib.sha256(block.encode("utf-8")).hexdigest() if cache is not None else ""
+    stored = cache.get(name, key) if cache is not None else None
+    if isinstance(stored, dict):
+        return dict(stored), text[match.end() :]
+    import yaml
+
     try:
-        data = yaml.safe_load(match.group(1))
+        data = yaml.safe_load(block)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -141,11 +157,18 @@ def parse_skill_text(text: str) -> tuple[dict[str, Any], str]:
         data = {}
     if not isinstance(data, dict):
         raise SkillError("the front matter must be a mapping of keys (name: …, description: …)")
-    return {str(k): v for k, v in data.items()}, text[match.end() :]
+    front = {str(k): v for k, v in data.items()}
+    if cache is not None:
+        cache.put(name, key, front)  # values JSON cannot hold (dates) are not cached
+    return front, text[match.end() :]
 
 
-def load_skill(root: Path, *, trust: Trust, source: str) -> Skill:
-    """Load the package in directory *root*; :class:`SkillError` says what is wrong."""
+def load_skill(
+    root: Path, *, trust: Trust, source: str, front_cache: DerivedCache | None = None
+) -> Skill:
+    """Load the package in directory *root*; :class:`SkillError` says what is wrong.
+
+    *front_cache* is passed to :func:`parse_skill_text`."""
     path = root / SKILL_FILE
     try:
         if path.stat().st_size > MAX_SKILL_BYTES:
@@ -155,7 +178,7 @@ def load_skill(root: Path, *, trust: Trust, source: str) -> Skill:
         raise SkillError("no SKILL.md in the directory") from None
     except UnicodeDecodeError:
         raise SkillError("SKILL.md is not UTF-8 text") from None
-    front, body = parse_skill_text(text)
+    front, body = parse_skill_text(text, cache=front_cache, name=str(path))
     name = front.pop("name", None)
     if not isinstance(name, str) or not NAME_RE.match(name.strip()):
         raise SkillError(

@@ -25,10 +25,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fermix_core.skills.package import SKILL_FILE, Skill, SkillError, load_skill
 from fermix_core.tool import Trust
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fermix_core.derived_cache import DerivedCache
 
 __all__ = ["SkillRegistry", "SkillRoot", "default_roots", "skill_surface"]
 
@@ -66,8 +69,16 @@ def default_roots(home: Any, registry: Any = None) -> list[SkillRoot]:
 class SkillRegistry:
     """Loaded skills by name, the roots they came from and what failed to load."""
 
-    def __init__(self, roots: Iterable[SkillRoot], *, reserved: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        roots: Iterable[SkillRoot],
+        *,
+        reserved: Iterable[str] = (),
+        front_cache: DerivedCache | None = None,
+    ) -> None:
         self.roots = tuple(roots)
+        #: Parsed front matter kept between processes (see ``parse_skill_text``).
+        self.front_cache = front_cache
         #: Names a skill may not take (the registered capabilities).
         self.reserved = frozenset(reserved)
         self._skills: Mapping[str, Skill] = MappingProxyType({})
@@ -131,7 +142,12 @@ class SkillRegistry:
                     errors.append(f"{directory}: no {SKILL_FILE} in this skill directory; skipped")
                     continue
                 try:
-                    skill = load_skill(directory, trust=root.trust, source=root.source)
+                    skill = load_skill(
+                        directory,
+                        trust=root.trust,
+                        source=root.source,
+                        front_cache=self.front_cache,
+                    )
                 except SkillError as exc:
                     errors.append(f"{directory / SKILL_FILE}: {exc}; skipped")
                     continue
@@ -139,6 +155,8 @@ class SkillRegistry:
                     errors.append(f"{directory / SKILL_FILE}: cannot read: {exc}; skipped")
                     continue
                 found.setdefault(skill.name, []).append(skill)
+        if self.front_cache is not None:
+            self.front_cache.save({str(s.root / SKILL_FILE) for c in found.values() for s in c})
         skills: dict[str, Skill] = {}
         for name, claimants in found.items():
             if name in self.reserved:

@@ -1,11 +1,20 @@
 """The async conversation store the turn runner, gateway and CLI use.
 
-Every call is one hop to a worker thread that owns the store's single SQLite connection
-(a ``CapacityLimiter(1)`` keeps calls strictly one at a time), so the event loop never
-blocks on disk and the connection is never used by two threads at once. A call cancelled
-while its SQL runs still finishes that SQL — anyio does not abandon the thread — and the
+Calls run strictly one at a time on the store's single SQLite connection
+(:class:`fermix_core.sqlite_worker.SqliteWorker`): on the store's own thread, or — while
+that thread has nothing queued — directly on the event loop, with no thread hop and with
+``busy_timeout = 0`` (a file locked by another process sends the call to the thread, which
+waits there), so the loop never waits for a lock and the connection is never used by two
+threads at once. Calls carrying images always go to the thread (their encoding is heavy).
+Calls that arrive together (many conversations at once) share one transaction —
+group commit, each call in its own savepoint, every caller answered only after the
+``COMMIT`` — and the write-ahead log is checkpointed by a second thread, never inside a
+caller's commit. A call cancelled while its SQL runs still finishes that SQL and the
 transaction either committed or rolled back as a whole; cancellation can delay a caller by
 one statement but can never leave half a turn behind.
+
+A turn makes two calls: :meth:`ConversationStore.start_turn` (window, session number and
+the persisted user message, one transaction) and :meth:`ConversationStore.commit_turn`.
 
 Content-less messages are refused here, before any SQL: a turn that produced nothing must
 be abandoned as ``"empty"``, not committed.
@@ -23,6 +32,7 @@ import anyio.to_thread
 
 from fermix_core.channel import ConversationKey
 from fermix_core.messages import Message, Usage
+from fermix_core.sqlite_worker import Checkpointer, SqliteWorker
 from fermix_core.store.engine import SyncStore
 from fermix_core.store.records import (
     SPEAKERS,
@@ -33,15 +43,43 @@ from fermix_core.store.records import (
     StoreError,
     TurnEndState,
     TurnHandle,
+    TurnStart,
 )
 
 __all__ = ["ConversationStore"]
 
 T = TypeVar("T")
 
+#: The store's calls that may share one group-commit transaction: each is one whole unit
+#: of work whose own transactions nest.
+_BATCHABLE = frozenset(
+    {
+        SyncStore.conversation_id,
+        SyncStore.load_window,
+        SyncStore.clear_window,
+        SyncStore.replace_with_summary,
+        SyncStore.begin_turn,
+        SyncStore.start_turn,
+        SyncStore.commit_turn,
+        SyncStore.abandon_turn,
+        SyncStore.turn_status,
+        SyncStore.append_marker,
+        SyncStore.next_session_number,
+    }
+)
+_READ_ONLY = frozenset({SyncStore.load_window, SyncStore.turn_status})
+
 #: Conversation ids are cached once resolved: rows are never deleted, and the cache spares
 #: every turn a thread hop. The cap only guards against a pathological number of chats.
 _KEY_CACHE_MAX = 4096
+_SPEAKER_SET = frozenset(SPEAKERS)
+
+
+def _failed(path: Path, exc: sqlite3.Error) -> StoreError:
+    return StoreError(
+        f"the conversation store at {path} failed ({type(exc).__name__}: {exc}); "
+        "check free disk space and that the file is writable, then retry"
+    )
 
 
 def _refuse_empty(message: Message, what: str) -> Message:
@@ -63,9 +101,17 @@ class ConversationStore:
 
     def __init__(self, sync: SyncStore) -> None:
         self._sync: SyncStore | None = sync
-        self._limiter = anyio.CapacityLimiter(1)
         self._ids: dict[ConversationKey, int] = {}
         self.path = sync.path
+        self.checkpointer = Checkpointer(sync.path, name="fermix-store-checkpoint")
+        self.worker = SqliteWorker(
+            sync.conn,
+            name="fermix-store",
+            batchable=_BATCHABLE,
+            read_only=_READ_ONLY,
+            on_commit=self.checkpointer.note_commit,
+            on_rollback=sync.forget_parsed,
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -84,7 +130,14 @@ class ConversationStore:
         """Close the connection; safe to call twice. Later calls raise StoreClosedError."""
         sync, self._sync = self._sync, None
         if sync is not None:
-            await anyio.to_thread.run_sync(sync.close, limiter=self._limiter)
+            # Queued behind every call already waiting; calls after it find the store closed.
+            await self.worker.call(sync.close)
+            self.worker.stop()
+            await anyio.to_thread.run_sync(self._join_threads)
+
+    def _join_threads(self) -> None:
+        self.worker.join()
+        self.checkpointer.close()
 
     async def __aenter__(self) -> ConversationStore:
         return self
@@ -93,27 +146,33 @@ class ConversationStore:
         await self.close()
 
     async def _call(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run *method* on the store's connection: on the loop while the store's thread is
+        idle (no hop), else on the thread."""
+        return await self._run(True, method, args, kwargs)
+
+    async def _call_on_thread(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Always on the store's thread: calls carrying images, whose encoding is heavy."""
+        return await self._run(False, method, args, kwargs)
+
+    async def _run(
+        self, inline: bool, method: Callable[..., T], args: tuple, kwargs: dict[str, Any]
+    ) -> T:
         if self._sync is None:
             raise StoreClosedError(
                 f"the conversation store for {self.path} is closed; open a new one"
             )
-        sync = self._sync
-
-        def call() -> T:
-            # A call queued behind close() must not reach the closed connection.
+        run = self.worker.call_inline if inline else self.worker.call
+        try:
+            return await run(method, self._sync, *args, **kwargs)
+        except sqlite3.ProgrammingError as exc:
             if self._sync is None:
+                # A call queued behind close() found the connection closed.
                 raise StoreClosedError(
                     f"the conversation store for {self.path} was closed while this call waited"
-                )
-            return method(sync, *args, **kwargs)
-
-        try:
-            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+                ) from exc
+            raise _failed(self.path, exc) from exc
         except sqlite3.Error as exc:
-            raise StoreError(
-                f"the conversation store at {self.path} failed ({type(exc).__name__}: {exc}); "
-                "check free disk space and that the file is writable, then retry"
-            ) from exc
+            raise _failed(self.path, exc) from exc
 
     # ------------------------------------------------------------------ conversations
 
@@ -145,10 +204,22 @@ class ConversationStore:
         ``{"guest"}``): every row of another speaker's turn is left out, and so is the
         compaction summary, which was written from the whole window.
         """
+        return await self._call(SyncStore.load_window, conversation_id, self._speakers(speakers))
+
+    @staticmethod
+    def _speakers(speakers: Iterable[str] | None) -> frozenset[str] | None:
         allowed = None if speakers is None else frozenset(speakers)
-        if allowed is not None and not allowed <= set(SPEAKERS):
+        if allowed is not None and not allowed <= _SPEAKER_SET:
             raise ValueError(f"speakers must be among {', '.join(SPEAKERS)}, not {sorted(allowed)}")
-        return await self._call(SyncStore.load_window, conversation_id, allowed)
+        return allowed
+
+    @staticmethod
+    def _check_turn_opening(user: Message, speaker: str) -> None:
+        if user.role != "user":
+            raise ValueError(f"a turn opens with a user message, not a {user.role!r} one")
+        if speaker not in SPEAKERS:
+            raise ValueError(f"speaker must be one of {', '.join(SPEAKERS)}, not {speaker!r}")
+        _refuse_empty(user, "the user message")
 
     async def clear_window(self, conversation_id: int) -> None:
         """``/new``: start an empty window; every row stays in the database."""
@@ -201,18 +272,47 @@ class ConversationStore:
         *sender_name* is the display name the channel reported, kept to label the message
         when a group chat is replayed.
         """
-        if user.role != "user":
-            raise ValueError(f"a turn opens with a user message, not a {user.role!r} one")
-        if speaker not in SPEAKERS:
-            raise ValueError(f"speaker must be one of {', '.join(SPEAKERS)}, not {speaker!r}")
-        _refuse_empty(user, "the user message")
-        return await self._call(
+        self._check_turn_opening(user, speaker)
+        call = self._call_on_thread if user.has_images else self._call
+        return await call(
             SyncStore.begin_turn,
             conversation_id,
             user,
             speaker=speaker,
             sender_id=sender_id,
             session_id=session_id,
+            run_profile=run_profile,
+            sender_name=sender_name,
+        )
+
+    async def start_turn(
+        self,
+        conversation_id: int,
+        user: Message,
+        *,
+        speaker: str,
+        sender_id: str | None,
+        speakers: Iterable[str] | None = None,
+        run_profile: str = "normal",
+        sender_name: str | None = None,
+    ) -> TurnStart:
+        """What a turn needs before its model call, in one transaction and one hop.
+
+        The same as :meth:`load_window` (narrowed to *speakers*), then
+        :meth:`next_session_number` (the session id is ``main-<n>``), then
+        :meth:`begin_turn` — with no other write between them. The returned window does
+        not contain the new user message.
+        """
+        allowed = self._speakers(speakers)
+        self._check_turn_opening(user, speaker)
+        call = self._call_on_thread if user.has_images else self._call
+        return await call(
+            SyncStore.start_turn,
+            conversation_id,
+            user,
+            speakers=allowed,
+            speaker=speaker,
+            sender_id=sender_id,
             run_profile=run_profile,
             sender_name=sender_name,
         )
@@ -239,7 +339,9 @@ class ConversationStore:
             )
         for i, message in enumerate(messages):
             _refuse_empty(message, f"message {i} of turn {turn_id}")
-        return await self._call(
+        heavy = any(message.has_images for message in messages)
+        call = self._call_on_thread if heavy else self._call
+        return await call(
             SyncStore.commit_turn,
             turn_id,
             list(messages),

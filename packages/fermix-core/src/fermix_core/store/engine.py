@@ -25,11 +25,13 @@ from pathlib import Path
 
 from fermix_core.messages import Message, Usage
 from fermix_core.sqlite_files import create_private, open_connection, use_wal
+from fermix_core.sqlite_worker import read_transaction, write_transaction
 from fermix_core.store.records import (
     StoreCorruptError,
     StoredMessage,
     StoreError,
     TurnHandle,
+    TurnStart,
     TurnStateError,
 )
 from fermix_core.store.schema import ensure_schema, probe_version
@@ -81,6 +83,9 @@ def connect(path: Path) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         use_wal(conn, path, StoreError)
+        # Checkpoints run on the store's own checkpointer thread (sqlite_worker), never
+        # inside a turn's COMMIT.
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         ensure_schema(conn, path=path)
     except sqlite3.OperationalError as exc:
         conn.close()
@@ -123,27 +128,19 @@ class SyncStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; a savepoint inside a group commit's transaction."""
+        with write_transaction(self.conn) as conn:
             yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            # Also after a failed COMMIT (disk full): never leave the connection mid-transaction.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """One snapshot for several SELECTs, so another process's commit cannot split them."""
-        conn = self.conn
-        conn.execute("BEGIN")
-        try:
+        with read_transaction(self.conn) as conn:
             yield conn
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
+
+    def forget_parsed(self) -> None:
+        """Drop cached parses: a rolled-back group commit may have let a read see its rows."""
+        self._parsed = _ParsedCache()
 
     def _next_seq(self, conversation_id: int) -> int:
         row = self.conn.execute(
@@ -257,45 +254,97 @@ class SyncStore:
         run_profile: str,
         sender_name: str | None = None,
     ) -> TurnHandle:
-        role, body, text = encode(user)
-        with self._write() as conn:
+        encoded = encode(user)
+        with self._write():
+            return self._begin(
+                conversation_id,
+                encoded,
+                speaker=speaker,
+                sender_id=sender_id,
+                session_id=session_id,
+                run_profile=run_profile,
+                sender_name=sender_name,
+            )
+
+    def start_turn(
+        self,
+        conversation_id: int,
+        user: Message,
+        *,
+        speakers: frozenset[str] | None,
+        speaker: str,
+        sender_id: str | None,
+        run_profile: str,
+        sender_name: str | None = None,
+        session_prefix: str = "main-",
+    ) -> TurnStart:
+        """``load_window`` + ``next_session_number`` + ``begin_turn`` in one transaction."""
+        encoded = encode(user)
+        with self._write():
+            window = self.load_window(conversation_id, speakers)  # checks the conversation
+            session_id = f"{session_prefix}{self.next_session_number()}"
+            handle = self._begin(
+                conversation_id,
+                encoded,
+                speaker=speaker,
+                sender_id=sender_id,
+                session_id=session_id,
+                run_profile=run_profile,
+                sender_name=sender_name,
+                checked=True,
+            )
+        return TurnStart(window, session_id, handle)
+
+    def _begin(
+        self,
+        conversation_id: int,
+        encoded: EncodedMessage,
+        *,
+        speaker: str,
+        sender_id: str | None,
+        session_id: str,
+        run_profile: str,
+        sender_name: str | None,
+        checked: bool = False,
+    ) -> TurnHandle:
+        role, body, text = encoded
+        conn = self.conn
+        if not checked:
             self._conversation(conversation_id)
-            now = time.time()
-            seq = self._next_seq(conversation_id)
-            turn_id = int(
-                conn.execute(
-                    "INSERT INTO turns (conversation_id, user_message_id, status, speaker, "
-                    "sender_id, session_id, run_profile, model, provider, input_tokens, "
-                    "output_tokens, cached_input_tokens, reasoning_tokens, started_at, "
-                    "finished_at) VALUES (?, NULL, 'started', ?, ?, ?, ?, NULL, NULL, "
-                    "0, 0, 0, 0, ?, NULL)",
-                    (conversation_id, speaker, sender_id, session_id, run_profile, now),
-                ).lastrowid
-            )
-            message_id = int(
-                conn.execute(
-                    "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
-                    "role, speaker, sender_id, sender_name, body, text, created_at) "
-                    "VALUES (?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        conversation_id,
-                        turn_id,
-                        seq,
-                        seq,
-                        role,
-                        speaker,
-                        sender_id,
-                        sender_name,
-                        body,
-                        text,
-                        now,
-                    ),
-                ).lastrowid
-            )
-            conn.execute("UPDATE turns SET user_message_id = ? WHERE id = ?", (message_id, turn_id))
+        now = time.time()
+        seq = self._next_seq(conversation_id)
+        turn_id = int(
             conn.execute(
-                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
-            )
+                "INSERT INTO turns (conversation_id, user_message_id, status, speaker, "
+                "sender_id, session_id, run_profile, model, provider, input_tokens, "
+                "output_tokens, cached_input_tokens, reasoning_tokens, started_at, "
+                "finished_at) VALUES (?, NULL, 'started', ?, ?, ?, ?, NULL, NULL, "
+                "0, 0, 0, 0, ?, NULL)",
+                (conversation_id, speaker, sender_id, session_id, run_profile, now),
+            ).lastrowid
+        )
+        message_id = int(
+            conn.execute(
+                "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
+                "role, speaker, sender_id, sender_name, body, text, created_at) "
+                "VALUES (?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    turn_id,
+                    seq,
+                    seq,
+                    role,
+                    speaker,
+                    sender_id,
+                    sender_name,
+                    body,
+                    text,
+                    now,
+                ),
+            ).lastrowid
+        )
+        conn.execute("UPDATE turns SET user_message_id = ? WHERE id = ?", (message_id, turn_id))
+        conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
         return TurnHandle(turn_id, conversation_id, message_id)
 
     def commit_turn(

@@ -25,6 +25,7 @@ __all__ = [
     "StoredSpeaker",
     "TurnEndState",
     "TurnHandle",
+    "TurnStart",
     "TurnStateError",
 ]
 
@@ -104,3 +105,17 @@ class TurnHandle:
     turn_id: int
     conversation_id: int
     user_message_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """What :meth:`ConversationStore.start_turn` returns, from one transaction.
+
+    ``window`` is the history *before* the new user message (what ``load_window`` returned
+    just before ``begin_turn``), ``session_id`` the turn's fresh ``main-<n>`` id, ``handle``
+    the opened turn.
+    """
+
+    window: list[StoredMessage]
+    session_id: str
+    handle: TurnHandle

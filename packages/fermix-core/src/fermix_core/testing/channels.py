@@ -74,9 +74,16 @@ class StubChannelHost:
         http: httpx.AsyncClient | None = None,
         on_deliver: Callable[[InboundMessage], Awaitable[Any]] | None = None,
         drop_senders: Iterable[str] = (),
+        secrets: Any = None,
+        service: Any = None,
     ) -> None:
         self.name = name
         self.config = config
+        #: The secret resolver adapters use (default: environment, then the stored form,
+        #: with no plugin hooks; pass one built with ``host=`` to test a resolver hook).
+        self._secrets = secrets
+        #: The runtime facade (``None``: this stub has no service behind it).
+        self.service = service
         self._home = home
         self._http = http
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -93,8 +100,19 @@ class StubChannelHost:
         self.reports: list[tuple[str, str | None]] = []
         #: Every (name, data) telemetry event, in order.
         self.events: list[tuple[str, dict[str, Any]]] = []
+        #: The gateway's size caps an adapter sees through ``inbound_cap``, by attachment
+        #: kind (``{"audio": 1024}``: the transcription cap); empty means none.
+        self.inbound_caps: dict[str, int] = {}
         self._seen: set[str] = set()
         self._changed = anyio.Event()
+
+    def inbound_cap(self, kind: Any, mime_type: str | None = None) -> int | None:
+        """The cap in :attr:`inbound_caps` for *kind* (an ``audio/*`` MIME type counts as
+        audio, as the gateway's transcription step decides)."""
+        value = getattr(kind, "value", kind)
+        if (mime_type or "").lower().startswith("audio/"):
+            value = "audio"
+        return self.inbound_caps.get(str(value))
 
     # ------------------------------------------------------------------ context
 
@@ -145,6 +163,14 @@ class StubChannelHost:
             self._entered("task_group")
         assert self._task_group is not None
         return self._task_group
+
+    @property
+    def secrets(self) -> Any:
+        if self._secrets is None:
+            from fermix_core.secrets import SecretResolver
+
+            self._secrets = SecretResolver()
+        return self._secrets
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -200,10 +226,15 @@ class StubChannelHost:
     async def seen(self, platform_id: str) -> bool:
         return platform_id in self._seen
 
+    async def remember(self, platform_id: str) -> None:
+        self._seen.add(platform_id)
+
     def report(self, state: str, error: str | None = None) -> None:
         if state not in HEALTH_STATES:
             raise ValueError(f"unknown channel state {state!r}; one of {', '.join(HEALTH_STATES)}")
         self.reports.append((state, error))
+        self._changed.set()
+        self._changed = anyio.Event()
 
     def emit(self, name: str, **data: Any) -> None:
         self.events.append((name, data))
@@ -222,6 +253,21 @@ class StubChannelHost:
         """
         with anyio.fail_after(timeout):
             while len(self.results) < count:
+                await self._changed.wait()
+
+    async def wait_for_state(
+        self, state: str, *, containing: str | None = None, timeout: float = 10.0
+    ) -> None:
+        """Wait until the latest report is *state* (with *containing* in its error, when
+        given); fail after *timeout* (a failure bound, never a pacing wait)."""
+
+        def reached() -> bool:
+            if self.state != state:
+                return False
+            return containing is None or containing in (self.reports[-1][1] or "")
+
+        with anyio.fail_after(timeout):
+            while not reached():
                 await self._changed.wait()
 
 

@@ -266,6 +266,32 @@ class ProviderContract:
             )
         assert final.content.strip() or final.tool_calls
 
+    async def test_a_background_call_is_answered_like_a_turn(self) -> None:
+        # Core's own background work (memory review, compaction) calls the primary route
+        # with no tools and no streaming, a long system instruction and a user prompt, and
+        # reads the answer as text: memory review asks for one JSON object.
+        from fermix_core.memory.review import REVIEW_INSTRUCTION
+
+        request = ChatRequest(
+            messages=[
+                Message.system(REVIEW_INSTRUCTION),
+                Message.user(
+                    "No facts are stored yet.\n\nThe owner's recent messages, oldest first:\n"
+                    "- I prefer tea over coffee.\n\nAnswer with the JSON object now."
+                ),
+            ],
+            tools=[],
+            model=self.model,
+        )
+        async with self._provider(Scenario.TEXT) as provider:
+            turn = await provider.chat(request)
+        assert isinstance(turn, Turn), "a background call returns a Turn like any other call"
+        assert turn.content.strip(), (
+            "a background call (no tools, no streaming) must come back with its text in "
+            "Turn.content; memory review parses that text as JSON"
+        )
+        assert turn.tool_calls == [], "a call offered no tools must not return tool calls"
+
     async def test_failure_is_a_classified_provider_error(self) -> None:
         async with self._provider(Scenario.ERROR) as provider:
             try:

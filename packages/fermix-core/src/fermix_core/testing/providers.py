@@ -102,6 +102,10 @@ class _RecordingProvider(Provider):
     async def aclose(self) -> None:
         self.closed = True
 
+    #: Set False to keep no request log (a benchmark or soak whose memory and CPU should
+    #: measure the runtime, not the fake); ``requests`` then stays empty.
+    keep_requests: bool = True
+
     def _record(self, request: ChatRequest) -> None:
         if not isinstance(request, ChatRequest):
             raise TypeError(f"{self.name}.chat() takes a ChatRequest, not {type(request).__name__}")
@@ -111,6 +115,8 @@ class _RecordingProvider(Provider):
                 "provider was closed; build a new one",
                 provider=self.name,
             )
+        if not self.keep_requests:
+            return
         # A shallow copy with its own lists: the caller may keep appending to the history
         # it passed, and a recording must show what was sent at the time.
         self.requests.append(

@@ -309,6 +309,11 @@ class AnthropicProvider(HttpProvider):
     buffered_timeouts: ClassVar[Timeouts] = Timeouts(read=300.0)
     #: Streamed calls: the longest silence between chunks (the server pings meanwhile).
     stream_timeouts: ClassVar[Timeouts] = Timeouts(read=120.0)
+    #: Anthropic's vision docs: a base64 image may be 5 MB (three quarters of that raw),
+    #: and anything past 1568 px on the long edge is scaled down server-side anyway (a
+    #: many-image request refuses more than 2000 px outright).
+    image_max_edge: ClassVar[int] = 1568
+    image_max_bytes: ClassVar[int] = 5 * 1024 * 1024 * 3 // 4
 
     def __init__(self, spec: ProviderSpec, settings: ProviderSettings) -> None:
         super().__init__(spec, settings)
@@ -335,6 +340,8 @@ class AnthropicProvider(HttpProvider):
 
     def vision(self, model: str | None = None) -> bool:
         """Every Claude model reads images; the catalog decides for the models it lists."""
+        if self.model_id(model) in self.settings.vision_models:
+            return True
         info = self.model_info(model)
         if info is not None:
             return info.vision
@@ -394,6 +401,7 @@ class AnthropicProvider(HttpProvider):
     # ------------------------------------------------------------------ calls
 
     async def chat(self, request: ChatRequest) -> Turn:
+        request = await self.prepare_images(request)
         refused = self.unsupported_images(request)
         if refused is not None:
             raise refused

@@ -124,6 +124,8 @@ class HttpProvider(Provider):
         return next((m for m in self.spec.models if m.id == wanted), None)
 
     def vision(self, model: str | None = None) -> bool:
+        if self.model_id(model) in self.settings.vision_models:
+            return True  # the operator's vision_models: beyond what the catalog knows
         info = self.model_info(model)
         return bool(info and info.vision)
 

@@ -37,6 +37,8 @@ def mistral_call_id(call_id: str) -> str:
 class MistralProvider(ChatCompletionsProvider):
     sends_effort: ClassVar[bool] = False
     stream_usage_option: ClassVar[bool] = False
+    #: Mistral's vision docs: at most 10 MB per image.
+    image_max_bytes: ClassVar[int] = 10 * 1024 * 1024
 
     def wire_call_id(self, call_id: str) -> str:
         return mistral_call_id(call_id)

@@ -210,7 +210,7 @@ class WireOptions:
 
 
 def _image_block(part: ImagePart) -> dict[str, Any]:
-    if part.data is not None:
+    if part.url is None:
         source = {"type": "base64", "media_type": part.media_type, "data": part.base64()}
     else:
         source = {"type": "url", "url": part.url}

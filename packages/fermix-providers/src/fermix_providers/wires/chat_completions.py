@@ -165,6 +165,10 @@ class ChatCompletionsProvider(HttpProvider):
     #: Ask for usage in the last stream chunk. Servers that reject unknown keys (Mistral)
     #: and send usage unasked turn this off.
     stream_usage_option: ClassVar[bool] = True
+    #: OpenAI's vision guide: "high" detail fits the image into 2048 x 2048, so a larger
+    #: long edge only costs upload time; files up to 20 MB, PNG/JPEG/WebP/non-animated GIF.
+    image_max_edge: ClassVar[int] = 2048
+    image_max_bytes: ClassVar[int] = 20 * 1024 * 1024
     #: Whether an image given by URL may be passed through; otherwise only inline bytes.
     accepts_image_urls: ClassVar[bool] = True
 
@@ -177,6 +181,7 @@ class ChatCompletionsProvider(HttpProvider):
     # ------------------------------------------------------------------ entry point
 
     async def chat(self, request: ChatRequest) -> Turn:
+        request = await self.prepare_images(request)
         refused = self.unsupported_images(request)
         if refused is not None:
             raise refused

@@ -27,7 +27,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ClassVar
 
 from fermix_core.messages import ImagePart, Message, TextPart, ToolCall, ToolDefinition, Turn, Usage
 from fermix_core.provider import (
@@ -668,6 +668,10 @@ def token_source(settings: ProviderSettings, provider: str) -> Any:
 class ResponsesProvider(HttpProvider):
     """The Responses adapter; subclasses set the dialect through the attributes and hooks."""
 
+    #: As Chat Completions: OpenAI fits "high" detail into 2048 x 2048; 20 MB per file.
+    image_max_edge: ClassVar[int] = 2048
+    image_max_bytes: ClassVar[int] = 20 * 1024 * 1024
+
     supports_streaming = True
     #: Appended to ``base_url``.
     path = "/responses"
@@ -733,6 +737,7 @@ class ResponsesProvider(HttpProvider):
     # ------------------------------------------------------------------ calls
 
     async def chat(self, request: ChatRequest) -> Turn:
+        request = await self.prepare_images(request)
         problem = self.unsupported_images(request)
         if problem is not None:
             raise problem

@@ -15,7 +15,7 @@ Grok's dialect of the wire:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from fermix_core.messages import Turn
 from fermix_core.provider import ChatRequest, ErrorKind, ProviderError, ProviderSettings
@@ -51,6 +51,8 @@ class XAIProvider(ResponsesProvider):
     """xAI Grok; ``auth_mode = "oauth"`` uses the ``xai_oauth`` login instead of a key."""
 
     system_role = "system"
+    #: xAI's image-understanding docs: JPEG or PNG only, at most 20 MiB per image.
+    image_types: ClassVar[frozenset[str]] = frozenset({"image/jpeg", "image/png"})
 
     def __init__(self, spec: ProviderSpec, settings: ProviderSettings) -> None:
         super().__init__(spec, settings)

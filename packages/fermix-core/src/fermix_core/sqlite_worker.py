@@ -1,0 +1,444 @@
+"""One thread that owns one SQLite connection, called from the event loop, with group commit.
+
+A component that keeps tables in ``memory.db`` (the conversation store) runs every SQL call
+on its own thread, one call at a time, so the event loop never blocks on the file and the
+connection is never used by two threads at once. This module is that thread, made cheap:
+
+* **A lean hop.** A call is put on a :class:`queue.SimpleQueue`; the thread answers on the
+  caller's asyncio loop with ``call_soon_threadsafe``. No capacity limiter, no per-call
+  worker-pool bookkeeping.
+* **Group commit.** Calls that arrive while the thread is busy wait in the queue; the thread
+  then takes up to :data:`MAX_BATCH` of them and runs them in **one** transaction, each inside
+  its own ``SAVEPOINT`` (a call that raises is rolled back alone and gets its exception), and
+  answers all of them with one wake-up of the loop. Every caller hears back only after that
+  ``COMMIT`` returned, so an answered call is exactly as durable as before: "a crash loses no
+  committed message" holds for each call. If the shared transaction cannot be kept (SQLite
+  rolled it back, or ``COMMIT`` failed), every call of the batch is run again on its own, so
+  each caller gets its own outcome, as if there had been no batch.
+* **No hop at all when the thread is idle.** :meth:`SqliteWorker.call_inline` runs a call
+  directly on the event loop when nothing is queued or running on the thread (so the
+  connection is free): a sequential turn pays no thread switch. It runs with
+  ``busy_timeout = 0``, so the loop never waits for another process's lock: a call that
+  finds the file locked (``BEGIN IMMEDIATE`` refused before anything ran) goes to the thread
+  and waits there. (The connection itself runs with ``busy_timeout = 0``; the thread sets
+  the component's own timeout for the one retry of a call that found the file locked.)
+  In WAL mode with ``synchronous = NORMAL`` a commit writes a few pages to the OS cache
+  and never syncs (checkpoints sync, on their own thread). Callers keep big work (large
+  images to encode) off this path.
+* **Checkpoints off the calling path.** :class:`Checkpointer` is a second thread with its own
+  connection that copies the write-ahead log back into the database file (``PRAGMA
+  wal_checkpoint(PASSIVE)``, which never blocks a writer) every :data:`CHECKPOINT_EVERY`
+  committed write transactions, so no caller waits for a checkpoint. The owning connection
+  runs with ``wal_autocheckpoint = 0``.
+
+Only functions named *batchable* may share a transaction: each must be one whole unit of
+work whose own transactions nest (``BEGIN`` inside a batch becomes a savepoint; see
+:func:`write_transaction`). Anything else (opening, closing, schema work) runs alone.
+
+A caller cancelled while its call waits or runs still has that call finish (it is never
+abandoned half-way) and receives its result; the cancellation is delivered at its next
+checkpoint, as with ``anyio.to_thread.run_sync``. Under an event loop other than asyncio the
+same thread is used and the caller waits for it from an anyio worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "MAX_BATCH",
+    "Checkpointer",
+    "SqliteWorker",
+    "read_transaction",
+    "write_transaction",
+]
+
+log = logging.getLogger("fermix.sqlite")
+
+#: The most calls one transaction takes, so a long queue still commits in bounded steps.
+MAX_BATCH = 64
+#: Committed write transactions between two background checkpoints. A turn writes two
+#: transactions of a few pages each, so the log stays well under SQLite's own 1,000-page
+#: autocheckpoint threshold.
+CHECKPOINT_EVERY = 100
+
+_STOP = object()
+
+
+@contextlib.contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, or a savepoint inside a batch's transaction."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT fermix_write")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK TO fermix_write")
+                conn.execute("RELEASE fermix_write")
+            raise
+        conn.execute("RELEASE fermix_write")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        # Also after a failed COMMIT (disk full): never leave the connection mid-transaction.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextlib.contextmanager
+def read_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One snapshot for several SELECTs (a batch's transaction already is one)."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+class _Call:
+    __slots__ = ("args", "done", "error", "fn", "future", "kwargs", "loop", "result")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.future: asyncio.Future | None = None
+        self.done: threading.Event | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn(*self.args, **self.kwargs)
+            self.error = None
+        except BaseException as exc:
+            self.result = None
+            self.error = exc
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _settle(calls: list[_Call]) -> None:
+    """On the loop: hand each finished call's outcome to its waiting caller."""
+    for call in calls:
+        future = call.future
+        if future is None or future.done():
+            continue
+        if call.error is not None:
+            future.set_exception(call.error)
+        else:
+            future.set_result(call.result)
+
+
+class SqliteWorker:
+    """Runs calls on *conn* from one thread, batching what arrives together (see module doc).
+
+    *batchable* names the functions that may share a transaction; *read_only* those of them
+    that never write (a batch of only those opens a plain ``BEGIN``). *on_commit* runs on the
+    thread after each committed transaction that may have written; *on_rollback* after a
+    batch's shared transaction was lost (drop anything cached from rows it had read).
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        name: str,
+        batchable: frozenset[Callable[..., Any]],
+        read_only: frozenset[Callable[..., Any]] = frozenset(),
+        on_commit: Callable[[], None] | None = None,
+        on_rollback: Callable[[], None] | None = None,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        self.conn = conn
+        self.batchable = batchable
+        self.read_only = read_only
+        self.on_commit = on_commit
+        self.on_rollback = on_rollback
+        self.max_batch = max_batch
+        # The connection never waits for a lock by itself (a call on the loop must not): the
+        # thread waits, with the connection's own timeout, only once a call found it locked.
+        self.busy_timeout_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        conn.execute("PRAGMA busy_timeout = 0")
+        #: How many calls ran and in how many transactions (a benchmark reads these);
+        #: ``inline`` of them ran on the caller's loop.
+        self.calls = 0
+        self.batches = 0
+        self.inline = 0
+        #: Calls handed to the thread and not yet answered (counted on the loop side).
+        self._in_flight = 0
+        self._stopped = False
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ loop side
+
+    async def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` on the thread and return (or raise) what it did."""
+        # A caller already cancelled never starts its call (as with anyio.to_thread).
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        call = _Call(fn, args, kwargs)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            call.done = threading.Event()
+            self._queue.put(call)
+            await anyio.to_thread.run_sync(call.done.wait)
+            if call.error is not None:
+                raise call.error
+            return call.result
+        call.loop = loop
+        call.future = loop.create_future()
+        self._in_flight += 1
+        self._queue.put(call)
+        try:
+            # Shielded: a cancelled caller still waits for its call to finish (it cannot be
+            # abandoned half-way) and gets its result; the cancellation comes at its next await.
+            with anyio.CancelScope(shield=True):
+                return await call.future
+        finally:
+            self._in_flight -= 1
+
+    async def call_inline(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`call`, run on the loop itself while the thread has nothing to do.
+
+        Only for *batchable* calls (one short transaction each). Under another event loop
+        than asyncio, or while calls are queued, it is :meth:`call`.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._in_flight or self._stopped or fn not in self.batchable:
+            return await self.call(fn, *args, **kwargs)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return await self.call(fn, *args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if not _is_locked(exc) or self.conn.in_transaction:
+                raise
+            # Another process holds the write lock and nothing ran: wait for it on the thread.
+            return await self.call(fn, *args, **kwargs)
+        self.calls += 1
+        self.batches += 1
+        self.inline += 1
+        if self.on_commit is not None and fn not in self.read_only:
+            self.on_commit()
+        return result
+
+    def stop(self) -> None:
+        """Let the thread finish the calls already queued, then end; returns at once."""
+        self._stopped = True
+        self._queue.put(_STOP)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ thread side
+
+    def _serve(self) -> None:
+        get, get_nowait = self._queue.get, self._queue.get_nowait
+        held: Any = None
+        while True:
+            first = held if held is not None else get()
+            held = None
+            if first is _STOP:
+                return
+            batch = [first]
+            if first.fn in self.batchable:
+                while len(batch) < self.max_batch:
+                    try:
+                        nxt = get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is _STOP or nxt.fn not in self.batchable:
+                        held = nxt
+                        break
+                    batch.append(nxt)
+            self.calls += len(batch)
+            if len(batch) == 1:
+                self._run_alone(first)
+            else:
+                self._run_batch(batch)
+            self._answer(batch)
+
+    def _patiently(self, run: Callable[[], Any]) -> Any:
+        """*run*, and once more waiting up to the busy timeout if it found the file locked."""
+        conn = self.conn
+        try:
+            return run()
+        except sqlite3.OperationalError as exc:
+            if not _is_locked(exc) or conn.in_transaction:
+                raise
+        conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        try:
+            return run()
+        finally:
+            conn.execute("PRAGMA busy_timeout = 0")
+
+    def _run_alone(self, call: _Call) -> None:
+        self.batches += 1
+        call.run()
+        error = call.error
+        if (
+            isinstance(error, sqlite3.OperationalError)
+            and _is_locked(error)
+            and not self.conn.in_transaction
+        ):
+            # It found the file locked before anything ran: once more, waiting this time.
+            self.conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            try:
+                call.run()
+            finally:
+                self.conn.execute("PRAGMA busy_timeout = 0")
+        if self.on_commit is not None and call.fn not in self.read_only:
+            self.on_commit()
+
+    def _run_batch(self, batch: list[_Call]) -> None:
+        conn = self.conn
+        writes = any(call.fn not in self.read_only for call in batch)
+        begin = "BEGIN IMMEDIATE" if writes else "BEGIN"
+        try:
+            self._patiently(lambda: conn.execute(begin))
+        except sqlite3.Error as exc:
+            # The file is locked past busy_timeout (or unwritable): each call would have
+            # waited and failed the same way on its own.
+            for call in batch:
+                call.error = exc
+            return
+        self.batches += 1
+        intact = True
+        for call in batch:
+            conn.execute("SAVEPOINT fermix_call")
+            call.run()
+            if not conn.in_transaction:
+                intact = False  # SQLite rolled the whole transaction back (disk full, I/O)
+                break
+            if call.error is not None:
+                conn.execute("ROLLBACK TO fermix_call")
+            conn.execute("RELEASE fermix_call")
+        if intact:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                intact = False
+        if intact:
+            if writes and self.on_commit is not None:
+                self.on_commit()
+            return
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        if self.on_rollback is not None:
+            self.on_rollback()
+        # Nothing of the batch landed: run each call on its own, so each caller gets the
+        # outcome it would have had without the batch.
+        for call in batch:
+            self._run_alone(call)
+
+    def _answer(self, batch: list[_Call]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
+        for call in batch:
+            if call.done is not None:
+                call.done.set()
+            elif call.loop is not None:
+                by_loop.setdefault(call.loop, []).append(call)
+        for loop, calls in by_loop.items():
+            # A closed loop raises RuntimeError: nobody is waiting there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, calls)
+
+
+class Checkpointer:
+    """Copies the write-ahead log into the database file from its own thread.
+
+    :meth:`note_commit` (called by the writer's thread after each write transaction) wakes
+    it every *every* commits; it then runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own
+    connection, which never waits for, nor blocks, a writer. Checkpoint failures are
+    logged once and retried at the next wake-up: the log only grows meanwhile.
+    """
+
+    def __init__(self, path: Path, *, every: int = CHECKPOINT_EVERY, name: str) -> None:
+        self.path = path
+        self.every = every
+        self.runs = 0
+        self._pending = 0
+        self._ran = threading.Condition()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._warned = False
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def note_commit(self) -> None:
+        self._pending += 1
+        if self._pending >= self.every:
+            self._pending = 0
+            self._wake.set()
+
+    def checkpoint_now(self) -> None:
+        """Ask for a checkpoint at once (tests, and before a quiet period)."""
+        self._wake.set()
+
+    def wait_runs(self, count: int, timeout: float) -> bool:
+        """Block until *count* checkpoints have run (or *timeout* passed); whether they did."""
+        with self._ran:
+            return self._ran.wait_for(lambda: self.runs >= count, timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout)
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+
+    def _serve(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                with self._ran:
+                    self.runs += 1
+                    self._ran.notify_all()
+            except sqlite3.Error as exc:
+                if not self._warned:
+                    self._warned = True
+                    log.warning(
+                        "background checkpoint of %s failed (%s); the write-ahead log keeps "
+                        "growing until one succeeds, check free disk space",
+                        self.path,
+                        exc,
+                    )
