@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
+from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback, chat_completion
 
 RUNS = 15
 GNU_TIME = "/usr/bin/time"
@@ -38,22 +38,7 @@ BUDGET_RSS_MIB = 45.0
 
 
 def completion(request: RecordedRequest) -> Reply:
-    return Reply(
-        body={
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": MODEL,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": ANSWER},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16},
-        }
-    )
+    return chat_completion(ANSWER, model=MODEL)
 
 
 def _sample(argv: list[str], env: dict[str, str], expect: str | None) -> tuple[float, float, float]:

@@ -10,13 +10,19 @@ and 5 or 30 trivial tools, exactly as an installed plugin would.
 ``chat``: what a turn costs on top of the model, which is the part Fermix controls. The
 scenarios and budgets are the runtime issue's:
 
-- ``text_minimal`` — 5 tools, a plain text answer; p50 overhead ≤ 1 ms.
-- ``text_with_tools`` — 30 tools, one tool call, then text.
+- ``text_minimal`` — 5 tools, a plain text answer; overhead p50 ≤ 0.5 ms, p99 ≤ 1.5 ms.
+- ``text_with_tools`` — 30 tools, one tool call, then text; overhead p50 ≤ 0.7 ms.
 - ``long_history`` — a conversation already holding 100 messages.
 - ``max_iterations`` — a model that calls a tool every time, until the 100-step bound.
 - ``cold_start`` — a fresh runtime (``Fermix.open``) per sample, and its first turn.
 - ``fifo_contention`` — many concurrent asks on one conversation, 10 ms model latency.
-- ``multi_conversation_throughput`` — 100 conversations at once; ≥ 1,000 turns/s.
+- ``multi_conversation_throughput`` — 100 conversations at once; ≥ 2,000 turns/s.
+- ``idle_daemon_rss`` — a real ``fermix run`` daemon with every first-party plugin loaded,
+  idle after its ready line: VmRSS on a fresh home and on a home that already has its
+  database; ≤ 60 MiB.
+
+Every run records the load average: on the shared 2-core machine the wall-clock figures
+move with other work, the CPU-per-turn figures much less.
 
 Plugin tools are third-party, so by default their schemas are deferred behind
 ``tool_search``; the scenarios switch deferral off so all 5 or 30 schemas travel on every
@@ -54,8 +60,11 @@ MODEL = "bench-model"
 PROVIDER = "bench"
 #: Never contacted: a keyless provider counts as configured only once a base_url is written.
 UNUSED_URL = "http://127.0.0.1:9/v1"
-BUDGET_P50_MS = 1.0
-BUDGET_TURNS_PER_S = 1000.0
+BUDGET_P50_MS = 0.5
+BUDGET_P99_MS = 1.5
+BUDGET_TOOLS_P50_MS = 0.7
+BUDGET_TURNS_PER_S = 2000.0
+BUDGET_RSS_MIB = 60.0
 
 TEXT_SAMPLES = 2000
 TOOL_SAMPLES = 1000
@@ -604,6 +613,56 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
     }
 
 
+def _daemon_rss_mib(home: Path) -> float:
+    """VmRSS of a ``fermix run`` daemon on *home*, read right after its ready line."""
+    import shutil
+    import subprocess
+    import sys
+
+    fermix = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
+    env = {k: v for k, v in os.environ.items() if k != "FERMIX_LOAD_PLUGINS"}
+    env.update(
+        FERMIX_HOME=str(home), PYTHON_KEYRING_BACKEND="fermix_core.keyring_backend.MemoryKeyring"
+    )
+    proc = subprocess.Popen(
+        [fermix, "run"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        if "ready" not in ready:
+            raise SystemExit(f"idle_daemon_rss: the daemon did not start: {ready!r}")
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        return int(status.split("VmRSS:")[1].split()[0]) / 1024
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+async def idle_daemon_rss(root: Path) -> dict[str, Any]:
+    """Every first-party plugin loaded (the default set: Telegram and ACP channels on), a
+    keyless primary provider, no model call: the daemon's resident memory once ready."""
+
+    def measure() -> dict[str, Any]:
+        home = root / "home"
+        home.mkdir(parents=True, mode=0o700)
+        (home / "config.toml").write_text(
+            "[fermix_core.providers.ollama]\nprimary = true\n"
+            f'base_url = "{UNUSED_URL}"\ndefault_model = "qwen3"\n'
+            "[fermix_core.memory]\nreview_enabled = false\n"
+            "[fermix_web]\nport = 0\n"
+        )
+        fresh = _daemon_rss_mib(home)  # creates memory.db (SQLAlchemy builds the schema)
+        existing = [_daemon_rss_mib(home) for _ in range(3)]
+        return {
+            "fresh_home_mib": round(fresh, 1),
+            "existing_home_mib": round(statistics.median(existing), 1),
+            "existing_home_runs_mib": [round(v, 1) for v in existing],
+        }
+
+    return await anyio.to_thread.run_sync(measure)
+
+
 SCENARIOS: dict[str, Callable[[Path], Any]] = {
     "text_minimal": lambda home: sequential(
         home, tools=5, model=text_answer, samples=TEXT_SAMPLES, what="text_minimal"
@@ -616,6 +675,7 @@ SCENARIOS: dict[str, Callable[[Path], Any]] = {
     "cold_start": cold_start,
     "fifo_contention": fifo_contention,
     "multi_conversation_throughput": multi_conversation,
+    "idle_daemon_rss": idle_daemon_rss,
 }
 
 
@@ -638,15 +698,27 @@ def run(names: list[str] | None = None) -> dict:
     results["loadavg_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     verdicts: dict[str, bool] = {}
     if "text_minimal" in results:
-        verdicts["text_minimal_p50"] = (
-            results["text_minimal"]["overhead"]["p50_ms"] <= BUDGET_P50_MS
-        )
+        overhead = results["text_minimal"]["overhead"]
+        verdicts["text_minimal_p50"] = overhead["p50_ms"] <= BUDGET_P50_MS
+        verdicts["text_minimal_p99"] = overhead["p99_ms"] <= BUDGET_P99_MS
+    if "text_with_tools" in results:
+        p50 = results["text_with_tools"]["overhead"]["p50_ms"]
+        verdicts["text_with_tools_p50"] = p50 <= BUDGET_TOOLS_P50_MS
     if "multi_conversation_throughput" in results:
-        rate = results["multi_conversation_throughput"]["turns_per_s"]
-        verdicts["multi_conversation_throughput"] = rate >= BUDGET_TURNS_PER_S
+        multi = results["multi_conversation_throughput"]
+        verdicts["multi_conversation_throughput"] = multi["turns_per_s"] >= BUDGET_TURNS_PER_S
+        verdicts["multi_conversation_every_round"] = (
+            multi["min_round_turns_per_s"] >= BUDGET_TURNS_PER_S
+        )
+    if "idle_daemon_rss" in results:
+        rss = results["idle_daemon_rss"]
+        verdicts["idle_daemon_rss"] = rss["existing_home_mib"] <= BUDGET_RSS_MIB
     results["budget"] = {
         "text_minimal_p50_overhead_ms_max": BUDGET_P50_MS,
+        "text_minimal_p99_overhead_ms_max": BUDGET_P99_MS,
+        "text_with_tools_p50_overhead_ms_max": BUDGET_TOOLS_P50_MS,
         "multi_conversation_turns_per_s_min": BUDGET_TURNS_PER_S,
+        "idle_daemon_rss_mib_max": BUDGET_RSS_MIB,
     }
     results["within_budget"] = verdicts
     return results

@@ -390,16 +390,10 @@ def test_fermix_plugins_list_shows_the_plugin(
     table = subprocess.run(
         command, env=env, capture_output=True, text=True, check=False, timeout=60
     )
-    # Every row the page shows (header, core.*, the three plugins) must be what fermix prints,
-    # and every loaded row fermix prints must be on the page; rows for other installed
-    # distributions (blocked here) are not on the page.
+    # Every row the page shows (header, core.*, the three plugins) must be what fermix prints;
+    # rows for other installed distributions (blocked here) are not on the page.
     real = {row[0]: row for row in (line.split() for line in table.stdout.splitlines()) if row}
     documented = console_rows(doc_text, "uv run fermix plugins list")
-    loaded = {name for name, row in real.items() if "loaded" in row}
-    assert loaded == {row[0] for row in documented} - {"NAME"}, (
-        f"{DOC_NAME} shows the rows {sorted(r[0] for r in documented)} of `fermix plugins list` "
-        f"but fermix loads {sorted(loaded)}; update the console block"
-    )
     for row in documented:
         assert real.get(row[0]) == row, (
             f"{DOC_NAME} shows the row {' '.join(row)!r} but fermix prints "

@@ -57,3 +57,17 @@ async def test_a_stranger_costs_no_download_and_big_or_foreign_files_are_refused
     assert not owner.attachments
     assert "huge.bin is over 25 MB" in owner.text
     assert "elsewhere.png is not on Discord's CDN" in owner.text
+
+
+async def test_audio_over_the_gateways_cap_is_handed_over_unfetched(running, fake) -> None:
+    big = {**fake.add_file("long.ogg", b"OggS long", "audio/ogg"), "size": 4096}
+    small = fake.add_file("short.ogg", b"OggS short", "audio/ogg")
+    async with running() as (_, host):
+        host.inbound_caps["audio"] = 1024  # the transcription cap, as the runtime reports it
+        await fake.message("listen", attachments=[big, small])
+        await host.wait_for_deliveries(1, timeout=15)
+    (message,) = host.deliveries
+    held, fetched = message.attachments
+    assert (held.kind, held.withheld, held.size) == (AttachmentKind.AUDIO, True, 4096)
+    assert fetched.data == b"OggS short"
+    assert len(fake.downloads) == 1  # only the short one

@@ -241,6 +241,21 @@ async def test_an_oversized_photo_is_withheld_for_the_gateway_to_refuse(fake, ru
     assert message.text == ""  # no note: the gateway answers the sender naming the cap
 
 
+async def test_a_photo_larger_than_declared_is_withheld_too(fake, running, monkeypatch) -> None:
+    import fermix_channels.telegram.adapter as adapter
+
+    monkeypatch.setattr(adapter, "MAX_INBOUND_FILE", 1024)
+    # Declared small, but getFile reports the real (larger) size: never downloaded.
+    file_id = fake.add_file(b"\xff\xd8" * 2048, path="photos/liar.jpg")
+    async with running() as (_, host):
+        fake.message(None, photo=[{"file_id": file_id, "width": 9, "height": 9, "file_size": 10}])
+        await host.wait_for_deliveries(1)
+    (attachment,) = host.deliveries[0].attachments
+    assert isinstance(attachment, Attachment)
+    assert attachment.withheld and attachment.kind == "image"
+    assert not fake.downloads
+
+
 async def test_send_html_silent_thread_reply(fake, running) -> None:
     inbound = fake.message("q")["message"]
     async with running() as (channel, _):

@@ -25,6 +25,24 @@ if TYPE_CHECKING:  # pragma: no cover
 
 BUILTIN_PLUGIN_NAME = "core.builtins"
 
+#: The spec kinds a running runtime (daemon, ask, embedding) uses: everything but the
+#: setup steps and doctor checks, which only ``fermix setup`` and ``fermix doctor`` read
+#: (their specs live in modules a turn never needs). Those commands assemble everything.
+RUNTIME_KINDS: frozenset[str] = frozenset(
+    {
+        "provider",
+        "channel",
+        "tool",
+        "memory_backend",
+        "transcription_backend",
+        "web_search_backend",
+        "image_backend",
+        "command",
+        "config_section",
+        "skill_dir",
+    }
+)
+
 
 @dataclass
 class Assembly:
@@ -63,11 +81,13 @@ def assemble(
     plugins: Iterable[tuple[str, Any]] = (),
     entry_points: bool = True,
     config: Mapping[str, Any] | None = None,
+    kinds: Iterable[str] | None = None,
 ) -> Assembly:
     """Load plugins and collect their specs. Never raises for a broken plugin or config file.
 
     *config*, when given, is used instead of config.toml (embedding apps and tests pass
-    their settings as a mapping shaped like the TOML file).
+    their settings as a mapping shaped like the TOML file). *kinds* limits the specs
+    collected (``None``: all; a running runtime passes :data:`RUNTIME_KINDS`).
     """
     from fermix_core import builtin_plugin
     from fermix_core.config import ConfigError, plugins_disabled, read_document
@@ -107,7 +127,7 @@ def assemble(
         host.register(plugin, name)
     if entry_points:
         host.load_entry_points(only=parse_load_filter(env.get(LOAD_PLUGINS_ENV)), disabled=disabled)
-    registry = host.collect()
+    registry = host.collect(kinds)
     return Assembly(
         home=home,
         environ=env,

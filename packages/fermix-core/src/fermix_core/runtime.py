@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from fermix_core.boot import Assembly, assemble
+from fermix_core.boot import RUNTIME_KINDS, Assembly, assemble
 from fermix_core.config import LoadedConfig
 from fermix_core.facade import PluginTasks, ServiceHost
 from fermix_core.home import FermixHome
@@ -61,7 +61,12 @@ class Runtime:
         from fermix_core.authfile import AuthStore
 
         assembly = assemble(
-            home, environ=environ, plugins=plugins, entry_points=entry_points, config=config
+            home,
+            environ=environ,
+            plugins=plugins,
+            entry_points=entry_points,
+            config=config,
+            kinds=RUNTIME_KINDS,
         )
         config = assembly.load_config()
         assembly.home.ensure()

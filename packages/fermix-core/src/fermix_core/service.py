@@ -147,10 +147,12 @@ class FermixService:
             registry.check_tool_schemas()
         tool_specs = registry.typed(ToolSpec)
         tool_search = config.core.fermix_core.tools.tool_search.enabled
-        from fermix_core.sandbox.command_tools import command_tool_specs
-
         # [sandbox] expose_commands: local programs as tools of their own (core's, first-party).
-        exposed = command_tool_specs(config.core.sandbox.expose_commands)
+        exposed: list[ToolSpec] = []
+        if config.core.sandbox.expose_commands:
+            from fermix_core.sandbox.command_tools import command_tool_specs
+
+            exposed = list(command_tool_specs(config.core.sandbox.expose_commands))
         capabilities = CapabilityRegistry(
             [*tool_specs.values(), *exposed],
             sources={
@@ -241,11 +243,17 @@ class FermixService:
             sandbox=sandbox,
             confirmations=runner.confirmations,
         )
-        from fermix_core.mcp import manager as mcp_manager
+        if config.core.mcp.servers:  # the manager's modules load only when there are servers
+            from fermix_core.mcp import manager as mcp_manager
 
-        service.mcp = mcp_manager.build(
-            config, registry, capabilities, sandbox=sandbox, resolver=resolver, home=runtime.home
-        )
+            service.mcp = mcp_manager.build(
+                config,
+                registry,
+                capabilities,
+                sandbox=sandbox,
+                resolver=resolver,
+                home=runtime.home,
+            )
         if scheduler:
             # Jobs live in the daemon; a one-shot caller does not pay to open them.
             from fermix_core.jobs.delivery import channel_port

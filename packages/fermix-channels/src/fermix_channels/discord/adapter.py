@@ -52,8 +52,10 @@ from fermix_core.channel import (
     InboundMessage,
     OutboundMessage,
     SentMessage,
+    inbound_cap,
 )
 from fermix_core.gateway.trust import TrustPolicy
+from fermix_core.transcription.inbound import withheld
 
 from fermix_channels.discord.config import DiscordConfig
 from fermix_channels.discord.gateway import Dispatch, GatewayClient, GatewaySession
@@ -402,6 +404,12 @@ class DiscordChannel(Channel):
         notes: list[str] = []
         for item in media:
             label = item.filename or item.kind.value
+            cap = inbound_cap(host, item.kind, item.mime_type)
+            if cap is not None and item.size is not None and item.size > cap:
+                # The gateway answers "too large" (the transcription cap); nothing is fetched.
+                kind, mime, name = item.kind, item.mime_type, item.filename
+                attachments.append(withheld(item.size, kind=kind, mime_type=mime, filename=name))
+                continue
             if item.size is not None and item.size > MAX_INBOUND_FILE:
                 notes.append(f"[attachment not received: {label} is over 25 MB]")
                 continue

@@ -578,7 +578,7 @@ class TelegramChannel(Channel):
                 continue
             if data is None:
                 if item.kind is AttachmentKind.IMAGE:
-                    attachments.append(withheld)
+                    attachments.append(held)
                     continue
                 notes.append(f"[attachment not received: {label} is over {_mb(MAX_INBOUND_FILE)}]")
                 continue

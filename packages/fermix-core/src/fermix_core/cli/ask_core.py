@@ -38,7 +38,6 @@ class LocalSession:
     async def __aenter__(self) -> LocalSession:
         from contextlib import AsyncExitStack
 
-        from fermix_core.daemon.client import DaemonClient, DaemonUnavailable
         from fermix_core.home import FermixHome
 
         self._stack = AsyncExitStack()
@@ -47,6 +46,8 @@ class LocalSession:
         self.embedded = None
         self._poller = None
         if home.daemon_sock.exists():
+            from fermix_core.daemon.client import DaemonClient, DaemonUnavailable
+
             try:
                 self.client = await self._stack.enter_async_context(DaemonClient(home.daemon_sock))
             except DaemonUnavailable:

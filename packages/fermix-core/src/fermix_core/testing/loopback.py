@@ -27,7 +27,14 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream, TaskGroup
 
-__all__ = ["LoopbackServer", "RecordedRequest", "Reply", "ThreadedLoopback", "sse_event"]
+__all__ = [
+    "LoopbackServer",
+    "RecordedRequest",
+    "Reply",
+    "ThreadedLoopback",
+    "chat_completion",
+    "sse_event",
+]
 
 _REASONS = {
     200: "OK",
@@ -343,3 +350,25 @@ class ThreadedLoopback:
 
 async def _sync_call(func: Callable[..., Any], *args: Any) -> Any:
     return func(*args)
+
+
+def chat_completion(text: str, *, model: str = "qwen3") -> Reply:
+    """A non-streamed OpenAI-compatible Chat Completions answer of *text* (with usage)."""
+    import time
+
+    return Reply(
+        body={
+            "id": "chatcmpl-loopback",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16},
+        }
+    )

@@ -1,0 +1,108 @@
+"""What a cold, daemon-less ``fermix ask`` loads: a config, one provider call, one store
+append — not the job scheduler, MCP, the channel runtime, setup or doctor machinery, the
+daemon client, the tool implementations, PyYAML, nor a CA bundle for an ``http://`` model.
+
+Deterministic stand-in for the cold-ask budget (``bench/bench_cold_ask.py`` measures the
+time): it runs the real console entry point twice in fresh interpreters against a loopback
+model and checks the second run's ``sys.modules`` (the first one fills the caches in
+``$FERMIX_HOME/cache``, as the first use on any machine does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fermix_core.testing.loopback import (
+    RecordedRequest,
+    Reply,
+    ThreadedLoopback,
+    chat_completion,
+)
+
+ANSWER = "Hello from the loopback model."
+
+PROBE = """
+import json, sys
+from fermix_core.cli.entry import main
+code = main(["ask", "hi", "--session", sys.argv[1]])
+trust = [c for c in __import__("gc").get_objects()
+         if type(c).__name__ == "DeferredTrustContext"]
+print(json.dumps({"code": code, "modules": sorted(sys.modules),
+                  "trust_loaded": [c.trust_loaded for c in trust]}))
+"""
+
+#: Prefixes a one-off ask must not import (each is its own feature, loaded on use).
+NOT_NEEDED = (
+    "fermix_core.jobs",  # scheduled jobs live in the daemon
+    "fermix_core.mcp",  # only with [mcp.servers]
+    "fermix_core.channels.runtime",  # remote channels are the daemon's
+    "fermix_core.sandbox.command_tools",  # only with [sandbox] expose_commands
+    "fermix_core.daemon",  # no socket, no client
+    "fermix_core.setup",  # setup steps: only `fermix setup` reads them
+    "fermix_core.setup_secrets",
+    "fermix_core.setup_personalization",
+    "fermix_core.doctor",
+    "fermix_core.doctor_checks",
+    "fermix_channels.setup",
+    "fermix_tools.files.grep",  # tool implementations: definitions come from the cache
+    "fermix_tools.web.fetch",
+    "fermix_tools.shell.tools",
+    "yaml",  # skill front matter comes from the cache
+    "typer",
+    "click",
+)
+
+
+def completion(request: RecordedRequest) -> Reply:
+    return chat_completion(ANSWER)
+
+
+@pytest.fixture
+def ask(tmp_path: Path):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FERMIX_", "OLLAMA_"))}
+    env["FERMIX_HOME"] = str(home)
+    env["PYTHON_KEYRING_BACKEND"] = "fermix_core.keyring_backend.MemoryKeyring"
+    with ThreadedLoopback(completion) as model:
+        (home / "config.toml").write_text(
+            "[fermix_core.providers.ollama]\nprimary = true\n"
+            f'base_url = "{model.url}/v1"\ndefault_model = "qwen3"\n'
+        )
+
+        def run(session: str) -> dict:
+            out = subprocess.run(
+                [sys.executable, "-c", PROBE, session],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert out.returncode == 0, out.stderr
+            assert ANSWER in out.stdout
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        yield run, home
+
+
+def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
+    run, home = ask
+    first = run("first")
+    assert first["code"] == 0
+    assert (home / "cache" / "tool-definitions.json").exists()
+    assert (home / "cache" / "skill-front-matter.json").exists()
+
+    second = run("second")
+    assert second["code"] == 0
+    loaded = [
+        m for m in second["modules"] if any(m == p or m.startswith(p + ".") for p in NOT_NEEDED)
+    ]
+    assert loaded == []
+    # The runtime's client never loaded certificates: the model is plain http://.
+    assert second["trust_loaded"] and not any(second["trust_loaded"])
