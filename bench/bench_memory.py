@@ -133,24 +133,19 @@ def _insert_facts(conn: sqlite3.Connection, text: Text, start: int, count: int) 
         contents = text.sentences(n, FACT_WORDS)
         picked = text.rng.choices(speakers, k=n)
         cats = text.rng.choices(categories, k=n)
-        rows = []
-        for j in range(n):
-            i = first + j
-            speaker = picked[j]
-            content = contents[j]
-            rows.append(
-                (
-                    cats[j],
-                    content,
-                    content.casefold(),
-                    speaker,
-                    '["telegram","g",null]' if speaker == "guest" else None,
-                    "nightly" if speaker == "job" else None,
-                    now - (count - i),
-                    now - (count - i),
-                    i + 1,
-                )
-            )
+        stamps = [now - (count - i) for i in range(first, first + n)]
+        rows = zip(
+            cats,
+            contents,
+            [content.casefold() for content in contents],
+            picked,
+            ['["telegram","g",null]' if speaker == "guest" else None for speaker in picked],
+            ["nightly" if speaker == "job" else None for speaker in picked],
+            stamps,
+            stamps,
+            range(first + 1, first + n + 1),
+            strict=True,
+        )
         conn.executemany(
             "INSERT INTO memory_facts (category, key, content, folded, speaker, conversation_key, "
             "job_id, archived, created_at, updated_at, seq) VALUES (?, NULL, ?, ?, ?, ?, ?, 0, ?, "

@@ -225,6 +225,11 @@ async def test_rankings_equal_the_reference_on_a_fixed_corpus(tmp_path: Path, mo
                     assert got == history[:limit], query
                     messages = await backend.search_history(query, limit=limit, where=owner)
                     assert [m.id for m in messages] == owner_history[:limit], query
+                    facts, messages = await backend.search_both(
+                        query, limit=limit, facts_where=owner, history_where=owner
+                    )
+                    assert [f.id for f in facts] == owners[:limit], query
+                    assert [m.id for m in messages] == owner_history[:limit], query
                 matches = conn.execute(
                     "SELECT COUNT(*) FROM memory_facts_fts WHERE memory_facts_fts MATCH ?",
                     (facts_expr,),

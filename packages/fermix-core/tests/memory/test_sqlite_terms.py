@@ -163,7 +163,8 @@ async def test_a_search_leaves_a_large_history_backlog_to_the_catch_up(
     try:
         add_messages(path, [f"backlog dugong {i}" for i in range(9)])
         assert await backend.search_history("dugong") == [], "9 > 5: not on the search path"
-        assert (await backend.describe())["history"]["indexed_through_id"] == 0
+        history = (await backend.describe())["history"]
+        assert history["indexed_through_id"] == 0 and history["ids_not_indexed_yet"] == 9
         assert await backend.catch_up_history() == 9  # three batches, one worker call each
         assert len(await backend.search_history("dugong", limit=20)) == 9
         add_messages(path, ["fresh dugong"] * 3)

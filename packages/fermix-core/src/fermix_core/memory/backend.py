@@ -350,6 +350,23 @@ class MemoryBackend(ABC):
         """User/assistant messages matching *query*, best first (none by default)."""
         return []
 
+    async def search_both(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        facts_where: MemoryFilter | None = None,
+        history_where: MemoryFilter | None = None,
+    ) -> tuple[list[MemoryFact], list[HistoryMessage]]:
+        """``search`` and ``search_history`` for one query, as one call.
+
+        The default runs the two; a backend whose calls each hop to a worker thread may do
+        both in one hop (a recall of both sources waits for a core once, not twice).
+        """
+        facts = await self.search(query, limit=limit, where=facts_where)
+        history = await self.search_history(query, limit=limit, where=history_where)
+        return facts, history
+
     async def recent_messages(
         self,
         *,

@@ -210,6 +210,19 @@ class SqliteMemoryBackend(MemoryBackend):
             return []
         return await self._call(SyncMemory.search_history, terms, limit, where)
 
+    async def search_both(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        facts_where: MemoryFilter | None = None,
+        history_where: MemoryFilter | None = None,
+    ) -> tuple[list[MemoryFact], list[HistoryMessage]]:
+        terms = match_terms(query)
+        if not terms or limit < 1:
+            return [], []
+        return await self._call(SyncMemory.search_both, terms, limit, facts_where, history_where)
+
     async def recent_messages(
         self,
         *,

@@ -46,8 +46,7 @@ __all__ = ["HISTORY_BATCH", "HISTORY_INLINE", "RANK_WINDOW", "TERM_BUDGET", "Syn
 #: lock (or the backend's worker) long enough to stall a turn.
 HISTORY_BATCH = 5_000
 #: A history search indexes at most this many new messages itself; a larger backlog is
-#: left to the background catch-up (after each reply), so a recall
-#: never pays for it.
+#: left to the background catch-up (after each reply), so a recall never pays for it.
 HISTORY_INLINE = 1_000
 #: A search ranks (bm25) at most this many visible matches, the newest ones: past that, a
 #: common word would make every recall score a large share of memory for ten results.
@@ -565,6 +564,16 @@ class SyncMemory:
         ).fetchall()
         return [_message(row) for row in rows]
 
+    def search_both(
+        self,
+        terms: Sequence[str],
+        limit: int,
+        facts_where: MemoryFilter | None,
+        history_where: MemoryFilter | None,
+    ) -> tuple[list[MemoryFact], list[HistoryMessage]]:
+        facts = self.search(terms, limit, None, False, facts_where)
+        return facts, self.search_history(terms, limit, history_where)
+
     def recent_messages(
         self, after_id: int, speakers: Sequence[str], limit: int
     ) -> list[HistoryMessage]:
@@ -596,4 +605,6 @@ class SyncMemory:
             "messages": int(messages),
             "conversations": int(conversations),
             "indexed_through_id": self._watermark(),
+            # Left to the catch-up after the next reply (or `fermix memory search`).
+            "ids_not_indexed_yet": self.backlog(),
         }

@@ -96,8 +96,9 @@ _V1 = (
 #: the counts use exactly the index's own tokens; the fact triggers keep them in the same
 #: transaction as the fact. Existing indexes are counted once, here.
 _V2 = (
+    # Only which rows hold a word matters here: no positions, no per-row sizes.
     "CREATE VIRTUAL TABLE memory_terms_scratch USING fts5(content, key, content='', "
-    f"tokenize='{_TOKENIZER}')",
+    f"tokenize='{_TOKENIZER}', detail=none, columnsize=0)",
     "CREATE VIRTUAL TABLE memory_terms_scratch_v USING fts5vocab(memory_terms_scratch, row)",
     "CREATE TABLE memory_fact_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID",
     "CREATE TABLE memory_history_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) "

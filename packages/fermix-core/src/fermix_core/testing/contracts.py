@@ -780,6 +780,9 @@ class MemoryBackendContract:
         assert [f.id for f in only] == [one.fact.id]
         assert len(await backend.search("coffee", limit=1)) == 1
         assert await backend.search("tennis") == []
+        facts, history = await backend.search_both("dark coffee", limit=1)
+        assert [f.id for f in facts] == [both.fact.id], "search_both is the two searches"
+        assert history == await backend.search_history("dark coffee", limit=1)
 
     @pytest.mark.parametrize(
         "query",

@@ -90,15 +90,24 @@ class MemoryRecall(Tool[MemoryRecallArgs]):
                     notes.append("a key looks up saved facts only; history was not searched")
             else:
                 query = args.query or ""
-                if args.source in ("memories", "all"):
+                wants_facts = args.source in ("memories", "all")
+                wants_history = args.source in ("history", "all")
+                if wants_history and not backend.history_available:
+                    notes.append("this memory backend cannot search conversation history")
+                    wants_history = False
+                if wants_facts and wants_history:  # one backend call for both
+                    facts, history = await backend.search_both(
+                        query,
+                        limit=args.limit,
+                        facts_where=scope.facts,
+                        history_where=scope.history,
+                    )
+                elif wants_facts:
                     facts = await backend.search(query, limit=args.limit, where=scope.facts)
-                if args.source in ("history", "all"):
-                    if backend.history_available:
-                        history = await backend.search_history(
-                            query, limit=args.limit, where=scope.history
-                        )
-                    else:
-                        notes.append("this memory backend cannot search conversation history")
+                elif wants_history:
+                    history = await backend.search_history(
+                        query, limit=args.limit, where=scope.history
+                    )
         what = f"key {args.key!r}" if args.key is not None else f"{args.query!r}"
         fenced = fence_memory([*facts, *history])
         flags = trace_flags(ctx, self.name, fenced.flags)
