@@ -10,53 +10,37 @@ signal-cli as ``cli_path``; the official ACP client spawning ``fermix acp``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
-from fermix_core.testing.loopback import RecordedRequest, Reply
+from _daemon_kit import CHANNEL_TESTS, FERMIX, fermix, load_module
+from fermix_core.testing.loopback import (
+    RecordedRequest,
+    Reply,
+    chat_completion,
+    chat_completion_stream,
+)
 
 pytest.importorskip("websockets", reason="the discord extra (websockets) is not installed")
 acp = pytest.importorskip("acp", reason="the agent-client-protocol SDK is not installed")
 
 from acp import spawn_agent_process, text_block  # noqa: E402
 
-FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
-_TESTS = Path(__file__).parents[1] / "packages/fermix-channels/tests"
-
-
-def _load(name: str, path: Path):
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fd = _load("fermix_e2e_fake_discord", _TESTS / "discord/fake_discord.py")
-ft = _load("fermix_e2e_fake_telegram", _TESTS / "telegram/fake_telegram.py")
-ss = _load("fermix_e2e_signal_stub", _TESTS / "signal/signal_stub.py")
+fd = load_module("fermix_e2e_fake_discord", CHANNEL_TESTS / "discord/fake_discord.py")
+ft = load_module("fermix_e2e_fake_telegram", CHANNEL_TESTS / "telegram/fake_telegram.py")
+ss = load_module("fermix_e2e_signal_stub", CHANNEL_TESTS / "signal/signal_stub.py")
 
 
 def _text(content) -> str:
     if isinstance(content, str):
         return content
     return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
-
-
-def _chunk(delta: dict, finish: str | None = None) -> dict:
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return {"id": "c", "object": "chat.completion.chunk", "model": "qwen3", "choices": [choice]}
 
 
 class Backend:
@@ -76,25 +60,7 @@ class Backend:
         said = _text(body["messages"][-1].get("content"))
         self.said.append(said)
         answer = f"echo: {said}"
-        if body.get("stream"):
-            return Reply(
-                sse=[
-                    _chunk({"role": "assistant", "content": answer}),
-                    _chunk({}, "stop"),
-                    "[DONE]",
-                ]
-            )
-        message = {"role": "assistant", "content": answer}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return Reply(
-            body={
-                "id": "c",
-                "object": "chat.completion",
-                "model": "qwen3",
-                "choices": [choice],
-                "created": int(time.time()),
-            }
-        )
+        return chat_completion_stream(answer) if body.get("stream") else chat_completion(answer)
 
     def __enter__(self) -> Backend:
         from anyio.from_thread import start_blocking_portal
@@ -152,13 +118,6 @@ def world(tmp_path):
             yield env, backend, stub
         finally:
             subprocess.run([FERMIX, "stop"], env=env, capture_output=True, timeout=60)
-
-
-def fermix(env, *args):
-    result = subprocess.run([FERMIX, *args], env=env, capture_output=True, text=True, timeout=90)
-    if result.returncode != 0:
-        raise AssertionError(f"fermix {args}: {result.returncode}\n{result.stdout}{result.stderr}")
-    return result
 
 
 def _states(env) -> dict[str, str]:

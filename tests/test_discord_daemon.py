@@ -9,22 +9,19 @@ in place with ``PATCH``. The daemon finds the gateway the way it would on Discor
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from fermix_core.testing.loopback import RecordedRequest, Reply
+from _daemon_kit import FERMIX, fermix, load_module
+from fermix_core.testing.loopback import RecordedRequest, Reply, chat_chunk, chat_completion_stream
 
 pytest.importorskip("websockets", reason="the discord extra (websockets) is not installed")
 
-FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
 _FAKE = Path(__file__).parents[1] / "packages/fermix-channels/tests/discord/fake_discord.py"
 
 ANSWER = (
@@ -33,27 +30,7 @@ ANSWER = (
 )
 
 
-def _load_fake():
-    name = "fermix_e2e_fake_discord"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _FAKE)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fd = _load_fake()
-
-
-def _chunk(delta: dict, finish: str | None = None) -> dict:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion.chunk",
-        "model": "qwen3",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+fd = load_module("fermix_e2e_fake_discord", _FAKE)
 
 
 def _said(body: dict) -> str:
@@ -96,9 +73,9 @@ class Model:
         return Reply(
             before_item=hold,
             sse=[
-                _chunk({"role": "assistant", "content": ""}),
-                *(_chunk({"content": part}) for part in parts),
-                _chunk({}, "stop"),
+                chat_chunk({"role": "assistant", "content": ""}),
+                *(chat_chunk({"content": part}) for part in parts),
+                chat_chunk({}, "stop"),
                 "[DONE]",
             ],
         )
@@ -120,17 +97,15 @@ class Model:
             }
             return Reply(
                 sse=[
-                    _chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
-                    _chunk({}, "tool_calls"),
+                    chat_chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+                    chat_chunk({}, "tool_calls"),
                     "[DONE]",
                 ]
             )
         else:
             self.asked += 1
             text = "Now I can read it."
-        return Reply(
-            sse=[_chunk({"role": "assistant", "content": text}), _chunk({}, "stop"), "[DONE]"]
-        )
+        return chat_completion_stream(text)
 
 
 class Backend:
@@ -197,13 +172,6 @@ def daemon_env(tmp_path, backend):
         env.pop(name, None)
     yield env
     subprocess.run([FERMIX, "stop"], env=env, capture_output=True, timeout=60)
-
-
-def fermix(env, *args):
-    result = subprocess.run([FERMIX, *args], env=env, capture_output=True, text=True, timeout=60)
-    if result.returncode != 0:
-        raise AssertionError(f"fermix {args}: {result.returncode}\n{result.stdout}{result.stderr}")
-    return result
 
 
 def _discord_status(env) -> dict:

@@ -271,27 +271,18 @@ async def test_the_selected_plugins_recipe_loads_exactly_what_it_names(
     embedding_doc: str, tmp_path: Path, monkeypatch
 ) -> None:
     """The recipe, as printed, against a loopback Ollama (OLLAMA_BASE_URL points there)."""
-    from fermix_core.testing.loopback import LoopbackServer, Reply
-
-    def chunk(delta: dict, finish: str | None = None) -> dict:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return {"id": "c", "object": "chat.completion.chunk", "model": "qwen3", "choices": [choice]}
+    from fermix_core.testing.loopback import (
+        LoopbackServer,
+        Reply,
+        chat_completion,
+        chat_completion_stream,
+    )
 
     async def ollama(request) -> Reply:
-        body = request.json()
-        if body.get("stream"):
-            return Reply(
-                sse=[
-                    chunk({"role": "assistant", "content": "Lisbon, in May."}),
-                    chunk({}, "stop"),
-                    "[DONE]",
-                ]
-            )
-        message = {"role": "assistant", "content": "Lisbon, in May."}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return Reply(
-            body={"id": "c", "object": "chat.completion", "model": "qwen3", "choices": [choice]}
-        )
+        answer = "Lisbon, in May."
+        if request.json().get("stream"):
+            return chat_completion_stream(answer)
+        return chat_completion(answer)
 
     code = block_after(embedding_doc, "recipe: selected-plugins")
     namespace: dict = {}

@@ -7,46 +7,29 @@ to it through its control socket. An OpenAI-compatible loopback model on 127.0.0
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
+from _daemon_kit import FERMIX, fermix, load_module
+from fermix_core.testing.loopback import (
+    RecordedRequest,
+    Reply,
+    ThreadedLoopback,
+    chat_completion,
+    chat_completion_stream,
+)
 
-FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
 _STUB = Path(__file__).parents[1] / "packages/fermix-channels/tests/signal/signal_stub.py"
 
 ANSWER = "Hello from Fermix over Signal."
 
 
-def _load_stub():
-    name = "fermix_e2e_signal_stub"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _STUB)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-ss = _load_stub()
-
-
-def _chunk(delta: dict, finish: str | None = None) -> dict:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion.chunk",
-        "model": "qwen3",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+ss = load_module("fermix_e2e_signal_stub", _STUB)
 
 
 class Model:
@@ -67,28 +50,8 @@ class Model:
 
             await anyio.to_thread.run_sync(lambda: stub.wait(lambda s: s.requests("sendTyping")))
         if body.get("stream"):
-            return Reply(
-                sse=[
-                    _chunk({"role": "assistant", "content": ANSWER}),
-                    _chunk({}, "stop"),
-                    "[DONE]",
-                ]
-            )
-        return Reply(
-            body={
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": "qwen3",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": ANSWER},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        )
+            return chat_completion_stream(ANSWER)
+        return chat_completion(ANSWER)
 
 
 @pytest.fixture
@@ -134,13 +97,6 @@ def daemon(tmp_path, model):
             yield env, stub
         finally:
             subprocess.run([FERMIX, "stop"], env=env, capture_output=True, timeout=60)
-
-
-def fermix(env, *args):
-    result = subprocess.run([FERMIX, *args], env=env, capture_output=True, text=True, timeout=90)
-    if result.returncode != 0:
-        raise AssertionError(f"fermix {args}: {result.returncode}\n{result.stdout}{result.stderr}")
-    return result
 
 
 def _signal_status(env) -> dict:

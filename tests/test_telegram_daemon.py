@@ -7,19 +7,23 @@ answer, so the channel turn streams a draft edited in place with ``editMessageTe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
+from _daemon_kit import FERMIX, fermix, load_module
+from fermix_core.testing.loopback import (
+    RecordedRequest,
+    Reply,
+    ThreadedLoopback,
+    chat_chunk,
+    chat_completion,
+    chat_completion_stream,
+)
 
-FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
 _FAKE = Path(__file__).parents[1] / "packages/fermix-channels/tests/telegram/fake_telegram.py"
 
 ANSWER = (
@@ -28,27 +32,7 @@ ANSWER = (
 )
 
 
-def _load_fake():
-    name = "fermix_e2e_fake_telegram"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _FAKE)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-ft = _load_fake()
-
-
-def _chunk(delta: dict, finish: str | None = None) -> dict:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion.chunk",
-        "model": "qwen3",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+ft = load_module("fermix_e2e_fake_telegram", _FAKE)
 
 
 def _tool_call_stream(name: str, arguments: dict) -> list:
@@ -59,8 +43,8 @@ def _tool_call_stream(name: str, arguments: dict) -> list:
         "function": {"name": name, "arguments": json.dumps(arguments)},
     }
     return [
-        _chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
-        _chunk({}, "tool_calls"),
+        chat_chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+        chat_chunk({}, "tool_calls"),
         "[DONE]",
     ]
 
@@ -102,27 +86,13 @@ class Backend:
             return Reply(
                 before_item=hold,
                 sse=[
-                    _chunk({"role": "assistant", "content": ""}),
-                    *(_chunk({"content": part}) for part in parts),
-                    _chunk({}, "stop"),
+                    chat_chunk({"role": "assistant", "content": ""}),
+                    *(chat_chunk({"content": part}) for part in parts),
+                    chat_chunk({}, "stop"),
                     "[DONE]",
                 ],
             )
-        return Reply(
-            body={
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": "qwen3",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": ANSWER},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        )
+        return chat_completion(ANSWER)
 
     def _access_script(self, body: dict) -> Reply:
         last = body["messages"][-1]
@@ -139,9 +109,7 @@ class Backend:
         else:
             self.asked += 1
             text = "Now I can read it."
-        return Reply(
-            sse=[_chunk({"role": "assistant", "content": text}), _chunk({}, "stop"), "[DONE]"]
-        )
+        return chat_completion_stream(text)
 
 
 @pytest.fixture
@@ -178,13 +146,6 @@ def daemon_env(tmp_path, backend):
     env.pop("TELEGRAM_BOT_TOKEN", None)
     yield env
     subprocess.run([FERMIX, "stop"], env=env, capture_output=True, timeout=60)
-
-
-def fermix(env, *args):
-    result = subprocess.run([FERMIX, *args], env=env, capture_output=True, text=True, timeout=60)
-    if result.returncode != 0:
-        raise AssertionError(f"fermix {args}: {result.returncode}\n{result.stdout}{result.stderr}")
-    return result
 
 
 def test_daemon_answers_telegram_with_a_streamed_draft(daemon_env, backend) -> None:

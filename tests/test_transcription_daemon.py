@@ -9,23 +9,25 @@ video note.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from fermix_core.testing.loopback import RecordedRequest, Reply, ThreadedLoopback
+from _daemon_kit import FERMIX, fermix, load_module
+from fermix_core.testing.loopback import (
+    RecordedRequest,
+    Reply,
+    ThreadedLoopback,
+    chat_completion,
+    chat_completion_stream,
+)
 from fermix_core.testing.speech import SpeechToTextFake, speech, speech_tools_missing
 
 pytestmark = pytest.mark.skipif(
     speech_tools_missing() is not None, reason=str(speech_tools_missing())
 )
 
-FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
 _FAKE = Path(__file__).parents[1] / "packages/fermix-channels/tests/telegram/fake_telegram.py"
 VIDEO_NOTE = Path(__file__).parent / "fixtures" / "video_note.mp4"
 STT_KEY = "sk-transcription-test-0123456789"
@@ -34,27 +36,7 @@ NOTE_SPOKEN = "remind me to water the plants"
 ANSWER = "Noted."
 
 
-def _load_fake():
-    name = "fermix_e2e_fake_telegram"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _FAKE)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-ft = _load_fake()
-
-
-def _chunk(delta: dict, finish: str | None = None) -> dict:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion.chunk",
-        "model": "qwen3",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+ft = load_module("fermix_e2e_fake_telegram", _FAKE)
 
 
 def _text(content) -> str:
@@ -81,28 +63,8 @@ class Backend:
         body = request.json()
         self.model_requests.append(body)
         if body.get("stream"):
-            return Reply(
-                sse=[
-                    _chunk({"role": "assistant", "content": ANSWER}),
-                    _chunk({}, "stop"),
-                    "[DONE]",
-                ]
-            )
-        return Reply(
-            body={
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": "qwen3",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": ANSWER},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        )
+            return chat_completion_stream(ANSWER)
+        return chat_completion(ANSWER)
 
     def last_user_text(self) -> str:
         messages = self.model_requests[-1]["messages"]
@@ -156,13 +118,6 @@ def daemon_env(tmp_path, backend):
             env.pop(name)
     yield env
     subprocess.run([FERMIX, "stop"], env=env, capture_output=True, timeout=60)
-
-
-def fermix(env, *args):
-    result = subprocess.run([FERMIX, *args], env=env, capture_output=True, text=True, timeout=60)
-    if result.returncode != 0:
-        raise AssertionError(f"fermix {args}: {result.returncode}\n{result.stdout}{result.stderr}")
-    return result
 
 
 def _voice(telegram, data: bytes, *, size: int | None = None, path: str = "voice/file_1.oga"):

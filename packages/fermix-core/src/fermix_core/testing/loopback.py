@@ -32,7 +32,9 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "ThreadedLoopback",
+    "chat_chunk",
     "chat_completion",
+    "chat_completion_stream",
     "sse_event",
 ]
 
@@ -371,4 +373,26 @@ def chat_completion(text: str, *, model: str = "qwen3") -> Reply:
             ],
             "usage": {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16},
         }
+    )
+
+
+def chat_chunk(delta: dict[str, Any], finish: str | None = None, *, model: str = "qwen3") -> dict:
+    """One OpenAI-compatible ``chat.completion.chunk`` SSE event body."""
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {
+        "id": "chatcmpl-loopback",
+        "object": "chat.completion.chunk",
+        "model": model,
+        "choices": [choice],
+    }
+
+
+def chat_completion_stream(text: str, *, model: str = "qwen3") -> Reply:
+    """A streamed Chat Completions answer of *text*: one content delta, stop, ``[DONE]``."""
+    return Reply(
+        sse=[
+            chat_chunk({"role": "assistant", "content": text}, model=model),
+            chat_chunk({}, "stop", model=model),
+            "[DONE]",
+        ]
     )
