@@ -27,13 +27,15 @@ from fermix_core.testing.loopback import (
 ANSWER = "Hello from the loopback model."
 
 PROBE = """
-import json, sys
+import gc, json, sys
 from fermix_core.cli.entry import main
-code = main(["ask", "hi", "--session", sys.argv[1]])
-trust = [c for c in __import__("gc").get_objects()
-         if type(c).__name__ == "DeferredTrustContext"]
+sys.argv = ["fermix", "ask", "hi", "--session", sys.argv[1]]
+code = main()  # as the console script runs it
+frozen = gc.get_freeze_count()
+gc.unfreeze()  # get_objects() does not list the permanent generation
+trust = [c for c in gc.get_objects() if type(c).__name__ == "DeferredTrustContext"]
 print(json.dumps({"code": code, "modules": sorted(sys.modules),
-                  "trust_loaded": [c.trust_loaded for c in trust]}))
+                  "trust_loaded": [c.trust_loaded for c in trust], "frozen": frozen}))
 """
 
 #: Prefixes a one-off ask must not import (each is its own feature, loaded on use).
@@ -97,6 +99,8 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     assert first["code"] == 0
     assert (home / "cache" / "tool-definitions.json").exists()
     assert (home / "cache" / "skill-front-matter.json").exists()
+    assert (home / "cache" / "generated-code.bin").exists()
+    assert first["frozen"] > 0  # start-up objects went to the permanent generation
 
     second = run("second")
     assert second["code"] == 0

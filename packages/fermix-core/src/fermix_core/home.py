@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-HOME_ENV = "FERMIX_HOME"
-DEFAULT_DIRNAME = ".fermix"
+from fermix_core.homedir import home_path
 
 #: Subdirectories the layout names; :meth:`FermixHome.ensure_dir` accepts these and below.
 LAYOUT_DIRS: tuple[str, ...] = (
@@ -76,12 +75,7 @@ class FermixHome:
         value is anchored at the current directory now, so a daemon that later changes its
         working directory still points at the same place.
         """
-        env = os.environ if environ is None else environ
-        raw = (env.get(HOME_ENV) or "").strip()
-        path = Path(raw).expanduser() if raw else Path.home() / DEFAULT_DIRNAME
-        if not path.is_absolute():
-            path = Path.cwd() / path
-        return cls(path)
+        return cls(home_path(environ))
 
     # ------------------------------------------------------------------ files
 

@@ -56,6 +56,9 @@ class LocalSession:
             from fermix_core.api import Fermix
 
             self.embedded = await self._stack.enter_async_context(Fermix.open())
+        from fermix_core import startup
+
+        startup.booted()  # everything loaded so far lives as long as the process
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

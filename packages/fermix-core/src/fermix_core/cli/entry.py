@@ -35,14 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     _skip_httpx_cli()  # after the help/version paths, which import no httpx at all
     if args[0] == "ask":
-        from fermix_core.cli.ask_core import ask_command, parse_ask_args
-
-        options = parse_ask_args(args[1:])
-        if options is not None:
-            from fermix_core.cli.logsetup import configure_logging
-
-            configure_logging()
-            return ask_command(**options)
+        return _ask(args[1:], console=argv is None)
     if args == ["run"]:
         # The foreground daemon: no options to parse, so typer is never imported.
         from fermix_core.cli.logsetup import configure_logging
@@ -53,3 +46,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     from fermix_core.cli.app import run
 
     return run(args)
+
+
+def _ask(args: list[str], *, console: bool) -> int:
+    """``fermix ask``: the plain form without the CLI framework, the rest through typer.
+
+    Run as the console script (*console*), the process starts the cheap way
+    (:mod:`fermix_core.startup`); a caller that passes its own argv (an embedding program,
+    a test) keeps its interpreter as it is.
+    """
+    if console:
+        from fermix_core import startup
+
+        startup.begin()
+    try:
+        from fermix_core.cli.ask_core import ask_command, parse_ask_args
+
+        options = parse_ask_args(args)
+        if options is not None:
+            from fermix_core.cli.logsetup import configure_logging
+
+            configure_logging()
+            return ask_command(**options)
+        from fermix_core.cli.app import run
+
+        return run(["ask", *args])
+    finally:
+        if console:
+            startup.end()

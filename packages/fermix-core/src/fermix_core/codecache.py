@@ -1,0 +1,186 @@
+"""Compiled code for the methods :mod:`dataclasses` writes, kept between processes.
+
+``@dataclass`` writes the source of ``__init__``, ``__repr__``, ``__eq__`` (and for a frozen
+class ``__setattr__``/``__delattr__``) and compiles it with ``exec`` every time a class is
+defined. The runtime's modules define about 180 dataclasses, so a cold ``fermix ask`` spent
+60–90 ms of CPU compiling those few hundred small functions — more than any other single
+thing it did. Bytecode caching (``__pycache__``) does not cover them: the source is made at
+run time.
+
+:class:`GeneratedCodeCache` does for that source what ``.pyc`` files do for modules. While
+it is installed, the ``exec`` that :mod:`dataclasses` calls looks the source text up in a
+table of code objects loaded with :mod:`marshal` from one file, and compiles (and
+remembers) only what the table lacks. The source text is the whole key (held as its
+128-bit BLAKE2 digest): the same text compiled by the same interpreter gives the same code,
+so an entry cannot go stale — a changed class produces a different text. The file records
+the interpreter's bytecode magic number; a file from another Python, a truncated or
+otherwise unreadable file, or one that is not a private regular file of this user counts
+as empty and is rewritten. Nothing else changes: the functions are built by the same
+``exec`` call with the same globals and namespace, only from code compiled earlier.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Where a home keeps it: ``$FERMIX_HOME/cache/<FILE_NAME>``.
+FILE_NAME = "generated-code.bin"
+#: A file larger than this, or with more entries, is not used and is rebuilt (an old
+#: release's classes pile up otherwise; the runtime needs about a thousand entries).
+MAX_BYTES = 8 * 1024 * 1024
+MAX_ENTRIES = 6000
+#: The modules whose ``exec`` is served from the table.
+MODULES = ("dataclasses",)
+_FORMAT = b"fermix-generated-code-1\n"
+_DIGEST = 16
+
+
+def _header() -> bytes:
+    from importlib.util import MAGIC_NUMBER
+
+    return _FORMAT + MAGIC_NUMBER
+
+
+class GeneratedCodeCache:
+    """A table of code objects keyed by their source text, backed by one file.
+
+    An entry leaves the table when it is used (the function built from it keeps what it
+    needs), so the process holds no second copy of the code; what this process had to
+    compile is kept apart and merged into the file by :meth:`save`.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._codes: dict[bytes, Any] | None = None
+        self._used: set[bytes] = set()
+        self._new: dict[bytes, Any] = {}
+        self._installed: list[Any] = []
+        self.hits = 0
+
+    # ------------------------------------------------------------------ the table
+
+    def _read(self) -> dict[bytes, Any]:
+        import marshal
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+        except OSError:
+            return {}
+        try:
+            info = os.fstat(fd)
+            if (
+                not stat.S_ISREG(info.st_mode)
+                or info.st_uid != os.getuid()
+                or info.st_mode & 0o022
+                or info.st_size > MAX_BYTES
+            ):
+                return {}
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                data = handle.read()
+        except OSError:
+            return {}
+        finally:
+            os.close(fd)
+        header = _header()
+        if not data.startswith(header):
+            return {}
+        try:
+            # A private file of this user, as trusted as its __pycache__ (checked above).
+            table = marshal.loads(data[len(header) :])  # noqa: S302
+        except (EOFError, ValueError, TypeError):
+            return {}
+        code_type = type(_header.__code__)
+        if not isinstance(table, dict) or len(table) > MAX_ENTRIES:
+            return {}
+        for key, code in table.items():
+            if type(key) is not bytes or len(key) != _DIGEST or type(code) is not code_type:
+                return {}
+        return table
+
+    def compiled(self, source: str) -> Any:
+        """The code of *source* as ``exec`` would compile it (``"<string>"``, no inherited
+        ``__future__`` flags: :mod:`dataclasses` has none)."""
+        from hashlib import blake2b
+
+        if self._codes is None:
+            self._codes = self._read()
+        key = blake2b(source.encode("utf-8", "surrogatepass"), digest_size=_DIGEST).digest()
+        code = self._codes.pop(key, None)
+        if code is not None:
+            self.hits += 1
+            self._used.add(key)
+            return code
+        code = compile(source, "<string>", "exec", dont_inherit=True)
+        if key not in self._used:  # a text seen twice in one process is no news
+            self._new[key] = code
+        return code
+
+    def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
+        if type(source) is str:
+            source = self.compiled(source)
+        if locals is None:
+            return builtins.exec(source, globals)  # noqa: S102 - the caller's own exec
+        return builtins.exec(source, globals, locals)  # noqa: S102
+
+    @property
+    def compiled_here(self) -> int:
+        """How many texts this process compiled because the file lacked them."""
+        return len(self._new)
+
+    # ------------------------------------------------------------------ lifetime
+
+    def install(self) -> GeneratedCodeCache:
+        """Serve ``exec`` in :data:`MODULES` from the table (a module that already has its
+        own ``exec`` is left alone)."""
+        for name in MODULES:
+            module = sys.modules.get(name) or __import__(name)
+            if "exec" not in vars(module):
+                module.exec = self.exec  # type: ignore[attr-defined]
+                self._installed.append(module)
+        return self
+
+    def uninstall(self) -> None:
+        for module in self._installed:
+            if vars(module).get("exec") == self.exec:
+                del module.exec
+        self._installed.clear()
+
+    def save(self) -> bool:
+        """Add what this process compiled to the file, if the home exists; never raises.
+
+        The file is read again and merged, so processes that each defined different
+        classes (an ask, a doctor run) do not overwrite each other's entries; a table that
+        would outgrow :data:`MAX_ENTRIES` starts over with this process's entries.
+        """
+        if not self._new:
+            return False
+        import marshal
+
+        from fermix_core.fsutil import atomic_write
+
+        home = self.path.parent.parent
+        try:
+            if not home.is_dir():
+                return False  # nothing else made the home: a cache does not either
+            table = self._read()
+            if len(table) + len(self._new) > MAX_ENTRIES:
+                table = {}
+            table.update(self._new)
+            self.path.parent.mkdir(mode=0o700, exist_ok=True)
+            atomic_write(self.path, _header() + marshal.dumps(table))
+        except (OSError, ValueError):
+            return False
+        self._new.clear()
+        return True
+
+
+def for_home(environ: Any = None) -> GeneratedCodeCache:
+    """The cache of the home ``FERMIX_HOME`` names (resolved as :class:`FermixHome` does)."""
+    from fermix_core.homedir import home_path
+
+    return GeneratedCodeCache(home_path(environ) / "cache" / FILE_NAME)

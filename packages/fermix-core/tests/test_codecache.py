@@ -1,0 +1,233 @@
+"""The generated-code cache: dataclasses built from cached code behave exactly as compiled
+ones, and an unusable file (corrupt, foreign, too open, a link) is never used."""
+
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from fermix_core import codecache
+from fermix_core.codecache import FILE_NAME, GeneratedCodeCache
+
+
+def _home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    return home
+
+
+def _cache(home: Path) -> GeneratedCodeCache:
+    return GeneratedCodeCache(home / "cache" / FILE_NAME)
+
+
+def _define():
+    """A frozen dataclass and a plain one, with field names no other class uses."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        x_cc: int
+        y_cc: int = 2
+        tags_cc: tuple[str, ...] = dataclasses.field(default_factory=tuple)
+
+    @dataclasses.dataclass(order=True)
+    class Box:
+        label_cc: str
+        size_cc: float = 1.0
+
+    return Point, Box
+
+
+def _exercise(point_cls, box_cls) -> None:
+    p = point_cls(1)
+    assert (p.x_cc, p.y_cc, p.tags_cc) == (1, 2, ())
+    assert p == point_cls(1, 2, ()) and p != point_cls(3)
+    assert hash(p) == hash(point_cls(1))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x_cc = 5  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del p.y_cc  # type: ignore[misc]
+    assert "x_cc=1" in repr(p)
+    assert box_cls("a") < box_cls("b")
+    assert box_cls("a", 2.0) == box_cls("a", 2.0)
+    with pytest.raises(TypeError):
+        point_cls()  # the required field is still required
+
+
+def test_classes_from_cached_code_behave_like_compiled_ones(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    first = _cache(home).install()
+    try:
+        _exercise(*_define())
+    finally:
+        first.uninstall()
+    assert first.compiled_here > 0 and first.hits == 0
+    assert first.save()
+    stored = home / "cache" / FILE_NAME
+    assert stored.stat().st_mode & 0o777 == 0o600
+    assert (home / "cache").stat().st_mode & 0o777 == 0o700
+
+    second = _cache(home).install()
+    try:
+        _exercise(*_define())
+    finally:
+        second.uninstall()
+    assert second.hits >= first.compiled_here and second.compiled_here == 0
+    assert not second.save()  # nothing new: the file is not rewritten
+    assert "exec" not in vars(dataclasses)
+
+
+def test_processes_merge_what_each_compiled(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    a = _cache(home).install()
+    try:
+        _define()
+    finally:
+        a.uninstall()
+    b = _cache(home).install()  # reads the file before a saved: it knows none of a's entries
+    try:
+
+        @dataclasses.dataclass
+        class Other:
+            only_in_b_cc: int
+    finally:
+        b.uninstall()
+    assert b.compiled_here == 3  # Other's __init__, __repr__ and __eq__
+    n_a = a.compiled_here
+    assert a.save() and b.save()
+    assert len(_cache(home)._read()) == n_a + 3
+
+
+def _write(home: Path, data: bytes, mode: int = 0o600) -> Path:
+    path = home / "cache" / FILE_NAME
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.write_bytes(data)
+    os.chmod(path, mode)
+    return path
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"not a cache at all",
+        codecache._FORMAT + b"\x00\x00\r\n" + marshal.dumps({}),  # another Python's magic
+        codecache._header() + b"\xff\x00garbage",
+        codecache._header() + marshal.dumps({b"k" * 16: compile("1", "<s>", "exec")})[:-3],
+        codecache._header() + marshal.dumps(["a", "list"]),
+        codecache._header() + marshal.dumps({"source text": compile("1", "<s>", "exec")}),
+        codecache._header() + marshal.dumps({b"k" * 16: "not code"}),
+    ],
+    ids=["empty", "text", "foreign-magic", "garbage", "truncated", "list", "str-key", "value"],
+)
+def test_an_unusable_file_counts_as_empty_and_is_rewritten(tmp_path: Path, payload: bytes) -> None:
+    home = _home(tmp_path)
+    path = _write(home, payload)
+    cache = _cache(home).install()
+    try:
+        _exercise(*_define())
+    finally:
+        cache.uninstall()
+    compiled = cache.compiled_here
+    assert cache.hits == 0 and compiled > 0
+    assert cache.save()
+    assert path.read_bytes().startswith(codecache._header())
+    assert len(_cache(home)._read()) == compiled
+
+
+def _valid_file(home: Path) -> Path:
+    cache = _cache(home).install()
+    try:
+        _define()
+    finally:
+        cache.uninstall()
+    cache.save()
+    return home / "cache" / FILE_NAME
+
+
+def test_a_file_others_may_write_is_not_used(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    path = _valid_file(home)
+    assert _cache(home)._read()
+    os.chmod(path, 0o622)  # noqa: S103 - the hostile case under test
+    assert _cache(home)._read() == {}
+
+
+def test_a_link_is_not_followed(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    path = _valid_file(home)
+    real = tmp_path / "elsewhere.bin"
+    path.rename(real)
+    path.symlink_to(real)
+    assert _cache(home)._read() == {}
+
+
+def test_no_home_means_no_file(tmp_path: Path) -> None:
+    cache = GeneratedCodeCache(tmp_path / "missing-home" / "cache" / FILE_NAME).install()
+    try:
+        _define()
+    finally:
+        cache.uninstall()
+    assert cache.compiled_here > 0
+    assert not cache.save()
+    assert not (tmp_path / "missing-home").exists()
+
+
+def test_a_full_table_starts_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = _home(tmp_path)
+    _valid_file(home)
+    before = len(_cache(home)._read())
+    monkeypatch.setattr(codecache, "MAX_ENTRIES", before + 1)
+    cache = _cache(home).install()
+    try:
+
+        @dataclasses.dataclass
+        class Fresh:
+            fresh_cc: int
+    finally:
+        cache.uninstall()
+    assert cache.save()
+    assert len(_cache(home)._read()) == 3  # only this process's entries
+
+
+def test_startup_in_a_fresh_interpreter(tmp_path: Path) -> None:
+    """begin/booted/end as the console entry point runs them: thresholds, freeze, file."""
+    home = _home(tmp_path)
+    script = textwrap.dedent(
+        """
+        import dataclasses, gc, json, sys
+        from fermix_core import startup
+        before = gc.get_threshold()
+        startup.begin()
+        during = gc.get_threshold()
+        @dataclasses.dataclass(frozen=True)
+        class Probe:
+            probe_field_cc: int
+        assert Probe(1) == Probe(1)
+        startup.booted()
+        after = gc.get_threshold()
+        frozen = gc.get_freeze_count()
+        startup.end()
+        startup.booted()  # no-op after end
+        print(json.dumps({"before": before, "during": during, "after": after,
+                          "frozen": frozen, "exec_left": "exec" in vars(dataclasses)}))
+        """
+    )
+    env = {**os.environ, "FERMIX_HOME": str(home)}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    import json
+
+    seen = json.loads(out.stdout)
+    assert seen["during"][0] == seen["before"][0]  # young objects are still collected
+    assert seen["during"][1] > 1_000_000 and seen["during"][2] > 1_000_000
+    assert seen["after"] == seen["before"]
+    assert seen["frozen"] > 0
+    assert seen["exec_left"] is False
+    assert (home / "cache" / FILE_NAME).exists()
