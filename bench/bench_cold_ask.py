@@ -14,6 +14,14 @@ Every run asks in its own session so each one does the same work.
 Budget (first-run issue): median ≤ 300 ms and median peak RSS ≤ 45 MiB. Wall time swings
 with whatever else the machine runs; the process's own CPU time is reported beside it, and
 the load average at the start and end of the run is recorded with the results.
+
+"Bytecode cached, as an installed package runs" is checked, not assumed: after the warm-up
+one more ask runs under ``python -v``, and the results record how many modules it loaded
+from ``.pyc`` files and how many it had to compile from source (``compiled_from_source``
+should be 0; the bench stops if it is not).
+
+``python bench/run.py cold_ask`` writes ``bench/results/cold_ask.json``; running this file
+directly only prints the same JSON.
 """
 
 from __future__ import annotations
@@ -85,6 +93,39 @@ def _measure(make_argv, env: dict[str, str], expect: str | None) -> dict:
     }
 
 
+def _bytecode(fermix: str, env: dict[str, str]) -> dict:
+    """One warm ask under ``python -v``: modules loaded from ``.pyc`` vs compiled now.
+
+    The import system says ``# <pyc> matches <source>`` for a module it loads from a cached
+    file and ``# code object from <source>.py`` for one it compiles.
+    """
+    result = subprocess.run(
+        [sys.executable, "-v", fermix, "ask", "hi", "--session", "bytecode-check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0 or ANSWER not in result.stdout:
+        raise SystemExit(f"the bytecode check ask failed: {result.stderr.strip()[-2000:]}")
+    from_pyc = compiled = 0
+    compiled_names: list[str] = []
+    for line in result.stderr.splitlines():
+        if line.startswith("# ") and " matches " in line and line.split()[1].endswith(".pyc"):
+            from_pyc += 1
+        elif line.startswith("# code object from "):
+            path = line.removeprefix("# code object from ").strip("'")
+            if path.endswith(".py"):
+                compiled += 1
+                compiled_names.append(path)
+    if compiled:
+        raise SystemExit(
+            f"{compiled} modules were compiled from source after the warm-up (is "
+            f"PYTHONDONTWRITEBYTECODE set, or the tree read-only?): {compiled_names[:5]}"
+        )
+    return {"loaded_from_pyc": from_pyc, "compiled_from_source": compiled}
+
+
 def _environment(home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -120,6 +161,7 @@ def run() -> dict:
         load_before = os.getloadavg()
         bare = _measure(lambda _s: [sys.executable, "-c", "pass"], env, None)
         ask = _measure(lambda s: [fermix, "ask", "hi", "--session", s], env, ANSWER)
+        bytecode = _bytecode(fermix, env)
         requests = len(model.requests)
         load_after = os.getloadavg()
     within = ask["median_ms"] <= BUDGET_MEDIAN_MS and ask["median_rss_mib"] <= BUDGET_RSS_MIB
@@ -127,6 +169,7 @@ def run() -> dict:
         "python_c_pass": bare,
         "fermix_ask": ask,
         "model_requests": requests,
+        "bytecode": bytecode,
         "ask_minus_bare_median_ms": round(ask["median_ms"] - bare["median_ms"], 2),
         "budget": {"median_ms_max": BUDGET_MEDIAN_MS, "rss_mib_max": BUDGET_RSS_MIB},
         "within_budget": within,

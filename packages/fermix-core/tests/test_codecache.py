@@ -231,3 +231,41 @@ def test_startup_in_a_fresh_interpreter(tmp_path: Path) -> None:
     assert seen["frozen"] > 0
     assert seen["exec_left"] is False
     assert (home / "cache" / FILE_NAME).exists()
+
+
+def test_a_text_used_twice_in_one_process_stays_in_the_table(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+
+    def twins():
+        @dataclasses.dataclass
+        class One:
+            twin_cc: int
+
+        @dataclasses.dataclass
+        class Two:
+            twin_cc: int
+
+        return One, Two
+
+    first = _cache(home).install()
+    try:
+        twins()
+    finally:
+        first.uninstall()
+    assert first.compiled_here == 3  # the texts of Two equal those of One
+    first.save()
+    second = _cache(home).install()
+    try:
+        twins()
+    finally:
+        second.uninstall()
+    assert second.compiled_here == 3 and second.hits == 3  # learns they repeat
+    second.save()
+    third = _cache(home).install()
+    try:
+        one, two = twins()
+    finally:
+        third.uninstall()
+    assert third.compiled_here == 0 and third.hits == 6
+    assert one(1) == one(1) and two(2).twin_cc == 2 and repr(two(3)).endswith("Two(twin_cc=3)")
+    assert not third.save()

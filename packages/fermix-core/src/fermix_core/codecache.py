@@ -50,8 +50,10 @@ class GeneratedCodeCache:
     """A table of code objects keyed by their source text, backed by one file.
 
     An entry leaves the table when it is used (the function built from it keeps what it
-    needs), so the process holds no second copy of the code; what this process had to
-    compile is kept apart and merged into the file by :meth:`save`.
+    needs), so the process holds no second copy of the code — except a text that one
+    process compiles more than once (two classes with the same fields), which is stored as
+    a 1-tuple and stays. What this process had to compile is kept apart and merged into
+    the file by :meth:`save`.
     """
 
     def __init__(self, path: Path) -> None:
@@ -97,7 +99,8 @@ class GeneratedCodeCache:
         code_type = type(_header.__code__)
         if not isinstance(table, dict) or len(table) > MAX_ENTRIES:
             return {}
-        for key, code in table.items():
+        for key, value in table.items():
+            code = value[0] if type(value) is tuple and len(value) == 1 else value
             if type(key) is not bytes or len(key) != _DIGEST or type(code) is not code_type:
                 return {}
         return table
@@ -110,13 +113,18 @@ class GeneratedCodeCache:
         if self._codes is None:
             self._codes = self._read()
         key = blake2b(source.encode("utf-8", "surrogatepass"), digest_size=_DIGEST).digest()
-        code = self._codes.pop(key, None)
-        if code is not None:
+        value = self._codes.get(key)
+        if value is not None:
             self.hits += 1
+            if type(value) is tuple:
+                return value[0]  # a text this process needs again
+            del self._codes[key]
             self._used.add(key)
-            return code
+            return value
         code = compile(source, "<string>", "exec", dont_inherit=True)
-        if key not in self._used:  # a text seen twice in one process is no news
+        if key in self._used:  # the second use of a text: keep it from now on
+            self._codes[key] = self._new[key] = (code,)
+        else:
             self._new[key] = code
         return code
 
