@@ -54,6 +54,8 @@ NOT_NEEDED = (
     "fermix_tools.files.grep",  # tool implementations: definitions come from the cache
     "fermix_tools.web.fetch",
     "fermix_tools.shell.tools",
+    "fermix_providers.wires.responses",  # the model speaks Chat Completions
+    "fermix_providers.wires.anthropic_messages",
     "yaml",  # skill front matter comes from the cache
     "typer",
     "click",
