@@ -27,7 +27,10 @@ from fermix_core.testing.loopback import (
 ANSWER = "Hello from the loopback model."
 
 PROBE = """
-import gc, json, sys
+import builtins, gc, json, sys
+import fermix_core.codecache as codecache
+compiled = []  # dataclass sources the generated-code cache had to compile
+codecache.compile = lambda *a, **k: compiled.append(a[0]) or builtins.compile(*a, **k)
 from fermix_core.cli.entry import main
 sys.argv = ["fermix", "ask", "hi", "--session", sys.argv[1]]
 code = main()  # as the console script runs it
@@ -35,7 +38,8 @@ frozen = gc.get_freeze_count()
 gc.unfreeze()  # get_objects() does not list the permanent generation
 trust = [c for c in gc.get_objects() if type(c).__name__ == "DeferredTrustContext"]
 print(json.dumps({"code": code, "modules": sorted(sys.modules),
-                  "trust_loaded": [c.trust_loaded for c in trust], "frozen": frozen}))
+                  "trust_loaded": [c.trust_loaded for c in trust], "frozen": frozen,
+                  "compiled": len(compiled)}))
 """
 
 #: Prefixes a one-off ask must not import (each is its own feature, loaded on use).
@@ -103,6 +107,7 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     assert (home / "cache" / "skill-front-matter.json").exists()
     assert (home / "cache" / "generated-code.bin").exists()
     assert first["frozen"] > 0  # start-up objects went to the permanent generation
+    assert first["compiled"] > 100  # an empty cache: every dataclass method compiled
 
     second = run("second")
     assert second["code"] == 0
@@ -110,5 +115,6 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
         m for m in second["modules"] if any(m == p or m.startswith(p + ".") for p in NOT_NEEDED)
     ]
     assert loaded == []
+    assert second["compiled"] == 0  # every generated dataclass method came from the cache
     # The runtime's client never loaded certificates: the model is plain http://.
     assert second["trust_loaded"] and not any(second["trust_loaded"])

@@ -121,6 +121,11 @@ class GeneratedCodeCache:
             del self._codes[key]
             self._used.add(key)
             return value
+        known = self._new.get(key)
+        if known is not None:  # compiled earlier in this process: a text that repeats
+            code = known[0] if type(known) is tuple else known
+            self._codes[key] = self._new[key] = (code,)
+            return code
         code = compile(source, "<string>", "exec", dont_inherit=True)
         if key in self._used:  # the second use of a text: keep it from now on
             self._codes[key] = self._new[key] = (code,)
