@@ -262,3 +262,38 @@ def test_a_text_used_twice_in_one_process_stays_in_the_table(tmp_path: Path) -> 
     assert second.compiled_here == 0 and second.hits == 6
     assert one(1) == one(1) and two(2).twin_cc == 2 and repr(two(3)).endswith("Two(twin_cc=3)")
     assert not second.save()
+
+
+def test_code_is_compiled_with_the_served_modules_future_flags() -> None:
+    """A module compiled with ``from __future__ import annotations`` gets string
+    annotations from ``exec``; code from the table must too (and keys differ by flags)."""
+    import __future__
+
+    import types
+
+    flag = __future__.annotations.compiler_flag
+    modules = {}
+    for name, text in (
+        ("plain_mod", "def f(): pass"),
+        ("future_mod", "from __future__ import annotations\ndef f(): pass"),
+    ):
+        module = types.ModuleType(name)
+        exec(compile(text, "<m>", "exec", dont_inherit=True), module.__dict__)
+        module.f.__module__ = name
+        modules[name] = module
+    plain, future = modules["plain_mod"], modules["future_mod"]
+    assert codecache._future_flags(plain) == 0
+    assert codecache._future_flags(future) == flag
+
+    source = "def g(x: int) -> int:\n    return x\n"
+    cache = GeneratedCodeCache(Path("/nonexistent/cache") / FILE_NAME)
+    cache._codes = {}
+    ns: dict = {}
+    cache._flags = flag
+    cache.exec(source, {}, ns)
+    assert ns["g"].__annotations__ == {"x": "int", "return": "int"}
+    cache._flags = 0
+    ns = {}
+    cache.exec(source, {}, ns)
+    assert ns["g"].__annotations__ == {"x": int, "return": int}
+    assert len(cache._new) == 2  # one entry per (flags, text)

@@ -62,6 +62,7 @@ class GeneratedCodeCache:
         self._used: set[bytes] = set()
         self._new: dict[bytes, Any] = {}
         self._installed: list[Any] = []
+        self._flags = 0
         self.hits = 0
 
     # ------------------------------------------------------------------ the table
@@ -106,13 +107,16 @@ class GeneratedCodeCache:
         return table
 
     def compiled(self, source: str) -> Any:
-        """The code of *source* as ``exec`` would compile it (``"<string>"``, no inherited
-        ``__future__`` flags: :mod:`dataclasses` has none)."""
+        """The code of *source* as the served module's ``exec`` would compile it: file name
+        ``"<string>"``, and the ``__future__`` flags that module was compiled with (which
+        ``exec`` of a string inherits; :mod:`dataclasses` has none today)."""
         from hashlib import blake2b
 
         if self._codes is None:
             self._codes = self._read()
-        key = blake2b(source.encode("utf-8", "surrogatepass"), digest_size=_DIGEST).digest()
+        flags = self._flags
+        text = source.encode("utf-8", "surrogatepass")
+        key = blake2b(flags.to_bytes(4, "little") + text, digest_size=_DIGEST).digest()
         value = self._codes.get(key)
         if value is not None:
             self.hits += 1
@@ -126,19 +130,18 @@ class GeneratedCodeCache:
             code = known[0] if type(known) is tuple else known
             self._codes[key] = self._new[key] = (code,)
             return code
-        code = compile(source, "<string>", "exec", dont_inherit=True)
+        code = compile(source, "<string>", "exec", flags=flags, dont_inherit=True)
         if key in self._used:  # the second use of a text: keep it from now on
             self._codes[key] = self._new[key] = (code,)
         else:
             self._new[key] = code
         return code
 
-    def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
+    def exec(self, source: Any, /, *args: Any, **kwargs: Any) -> None:
+        """``exec`` with a string compiled from the table; everything else passes through."""
         if type(source) is str:
             source = self.compiled(source)
-        if locals is None:
-            return builtins.exec(source, globals)  # noqa: S102 - the caller's own exec
-        return builtins.exec(source, globals, locals)  # noqa: S102
+        return builtins.exec(source, *args, **kwargs)  # noqa: S102 - the caller's own exec
 
     @property
     def compiled_here(self) -> int:
@@ -153,6 +156,7 @@ class GeneratedCodeCache:
         for name in MODULES:
             module = sys.modules.get(name) or __import__(name)
             if "exec" not in vars(module):
+                self._flags = _future_flags(module)
                 module.exec = self.exec  # type: ignore[attr-defined]
                 self._installed.append(module)
         return self
@@ -190,6 +194,21 @@ class GeneratedCodeCache:
             return False
         self._new.clear()
         return True
+
+
+def _future_flags(module: Any) -> int:
+    """The ``__future__`` compiler flags *module* was compiled with, read off one of its
+    functions (``exec`` of a string inside the module inherits exactly these)."""
+    import __future__
+
+    mask = 0
+    for feature in __future__.all_feature_names:
+        mask |= getattr(__future__, feature).compiler_flag
+    for value in vars(module).values():
+        code = getattr(value, "__code__", None)
+        if code is not None and getattr(value, "__module__", None) == module.__name__:
+            return int(code.co_flags & mask)
+    return 0
 
 
 def for_home(environ: Any = None) -> GeneratedCodeCache:
