@@ -103,11 +103,11 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     run, home = ask
     first = run("first")
     assert first["code"] == 0
-    assert (home / "cache" / "tool-definitions.json").exists()
-    assert (home / "cache" / "skill-front-matter.json").exists()
     assert (home / "cache" / "generated-code.bin").exists()
     assert first["frozen"] > 0  # start-up objects went to the permanent generation
     assert first["compiled"] > 100  # an empty cache: every dataclass method compiled
+    assert (home / "cache" / "tool-definitions.json").exists()
+    assert (home / "cache" / "skill-front-matter.json").exists()
 
     second = run("second")
     assert second["code"] == 0
