@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import typing
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,7 @@ def test_classes_from_cached_code_behave_like_compiled_ones(tmp_path: Path) -> N
     assert second.hits >= first.compiled_here and second.compiled_here == 0
     assert not second.save()  # nothing new: the file is not rewritten
     assert "exec" not in vars(dataclasses)
+    assert "compile" not in vars(typing)
 
 
 def test_processes_merge_what_each_compiled(tmp_path: Path) -> None:
@@ -289,11 +291,35 @@ def test_code_is_compiled_with_the_served_modules_future_flags() -> None:
     cache = GeneratedCodeCache(Path("/nonexistent/cache") / FILE_NAME)
     cache._codes = {}
     ns: dict = {}
-    cache._flags = flag
+    cache._flags = {"dataclasses": flag}
     cache.exec(source, {}, ns)
     assert ns["g"].__annotations__ == {"x": "int", "return": "int"}
-    cache._flags = 0
+    cache._flags = {"dataclasses": 0}
     ns = {}
     cache.exec(source, {}, ns)
     assert ns["g"].__annotations__ == {"x": int, "return": int}
     assert len(cache._new) == 2  # one entry per (flags, text)
+
+
+def test_forward_references_compile_from_the_table(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    texts = ["list[int] | None", "dict[str, 'Point_fr']"]
+    first = _cache(home).install()
+    try:
+        refs = [typing.ForwardRef(t) for t in texts]
+        with pytest.raises(SyntaxError):  # as the built-in compile reports it
+            typing.ForwardRef("not a valid ) expression")
+    finally:
+        first.uninstall()
+    assert first.compiled_here == 2
+    assert first.save()
+    second = _cache(home).install()
+    try:
+        again = [typing.ForwardRef(t) for t in texts]
+        # a call typing never makes goes to the built-in, untouched by the table
+        direct = typing.compile("1 + 1", "<other>", "eval")  # type: ignore[attr-defined]
+    finally:
+        second.uninstall()
+    assert second.hits == 2 and second.compiled_here == 0
+    assert eval(direct) == 2  # noqa: S307
+    assert [r.__forward_code__.co_code for r in again] == [r.__forward_code__.co_code for r in refs]

@@ -1,22 +1,27 @@
-"""Compiled code for the methods :mod:`dataclasses` writes, kept between processes.
+"""Compiled code for source that Python writes at run time, kept between processes.
 
 ``@dataclass`` writes the source of ``__init__``, ``__repr__``, ``__eq__`` (and for a frozen
 class ``__setattr__``/``__delattr__``) and compiles it with ``exec`` every time a class is
 defined. The runtime's modules define about 180 dataclasses, so a cold ``fermix ask`` spent
 60–90 ms of CPU compiling those few hundred small functions — more than any other single
-thing it did. Bytecode caching (``__pycache__``) does not cover them: the source is made at
-run time.
+thing it did. :class:`typing.ForwardRef` likewise compiles each string annotation it is
+made from (about a thousand in a cold ask, 300 distinct: pydantic-core's ``TypedDict``
+schemas are written with postponed annotations). Bytecode caching (``__pycache__``) covers
+neither: the source is made at run time.
 
 :class:`GeneratedCodeCache` does for that source what ``.pyc`` files do for modules. While
-it is installed, the ``exec`` that :mod:`dataclasses` calls looks the source text up in a
-table of code objects loaded with :mod:`marshal` from one file, and compiles (and
-remembers) only what the table lacks. The source text is the whole key (held as its
-128-bit BLAKE2 digest): the same text compiled by the same interpreter gives the same code,
-so an entry cannot go stale — a changed class produces a different text. The file records
-the interpreter's bytecode magic number; a file from another Python, a truncated or
-otherwise unreadable file, or one that is not a private regular file of this user counts
-as empty and is rewritten. Nothing else changes: the functions are built by the same
-``exec`` call with the same globals and namespace, only from code compiled earlier.
+it is installed, the ``exec`` that :mod:`dataclasses` calls and the ``compile`` that
+:mod:`typing` calls look the source text up in a table of code objects loaded with
+:mod:`marshal` from one file, and compile (and remember) only what the table lacks. The
+text, the compile mode and the ``__future__`` flags the call would inherit are the whole
+key (held as a 128-bit BLAKE2 digest): the same text compiled the same way by the same
+interpreter gives the same code, so an entry cannot go stale — a changed class produces a
+different text. The file records the interpreter's bytecode magic number; a file from
+another Python, a truncated or otherwise unreadable file, or one that is not a private
+regular file of this user counts as empty and is rewritten. Nothing else changes: the
+callers run the same ``exec``/``eval`` with the same globals and namespace, only on code
+compiled earlier; a call the table cannot serve exactly (another file name, explicit
+flags) goes to the built-in unchanged.
 """
 
 from __future__ import annotations
@@ -34,9 +39,9 @@ FILE_NAME = "generated-code.bin"
 #: release's classes pile up otherwise; the runtime needs about a thousand entries).
 MAX_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 6000
-#: The modules whose ``exec`` is served from the table.
-MODULES = ("dataclasses",)
-_FORMAT = b"fermix-generated-code-1\n"
+#: The modules served from the table, and the built-in each one's calls go through.
+MODULES = {"dataclasses": "exec", "typing": "compile"}
+_FORMAT = b"fermix-generated-code-2\n"
 _DIGEST = 16
 
 
@@ -61,8 +66,8 @@ class GeneratedCodeCache:
         self._codes: dict[bytes, Any] | None = None
         self._used: set[bytes] = set()
         self._new: dict[bytes, Any] = {}
-        self._installed: list[Any] = []
-        self._flags = 0
+        self._installed: list[tuple[Any, str]] = []
+        self._flags: dict[str, int] = {}
         self.hits = 0
 
     # ------------------------------------------------------------------ the table
@@ -106,17 +111,19 @@ class GeneratedCodeCache:
                 return {}
         return table
 
-    def compiled(self, source: str) -> Any:
-        """The code of *source* as the served module's ``exec`` would compile it: file name
-        ``"<string>"``, and the ``__future__`` flags that module was compiled with (which
-        ``exec`` of a string inherits; :mod:`dataclasses` has none today)."""
+    def compiled(self, source: str, mode: str = "exec", flags: int | None = None) -> Any:
+        """The code of *source* as ``compile(source, "<string>", mode, flags,
+        dont_inherit=True)`` gives it; *flags* default to the ``__future__`` flags of the
+        served :mod:`dataclasses` (which ``exec`` of a string there inherits; none today)."""
         from hashlib import blake2b
 
         if self._codes is None:
             self._codes = self._read()
-        flags = self._flags
+        if flags is None:
+            flags = self._flags.get("dataclasses", 0)
         text = source.encode("utf-8", "surrogatepass")
-        key = blake2b(flags.to_bytes(4, "little") + text, digest_size=_DIGEST).digest()
+        head = flags.to_bytes(4, "little") + mode.encode("ascii") + b"\0"
+        key = blake2b(head + text, digest_size=_DIGEST).digest()
         value = self._codes.get(key)
         if value is not None:
             self.hits += 1
@@ -130,7 +137,7 @@ class GeneratedCodeCache:
             code = known[0] if type(known) is tuple else known
             self._codes[key] = self._new[key] = (code,)
             return code
-        code = compile(source, "<string>", "exec", flags=flags, dont_inherit=True)
+        code = compile(source, "<string>", mode, flags=flags, dont_inherit=True)
         if key in self._used:  # the second use of a text: keep it from now on
             self._codes[key] = self._new[key] = (code,)
         else:
@@ -143,6 +150,30 @@ class GeneratedCodeCache:
             source = self.compiled(source)
         return builtins.exec(source, *args, **kwargs)  # noqa: S102 - the caller's own exec
 
+    def compile(
+        self,
+        source: Any,
+        filename: Any,
+        mode: str,
+        flags: int = 0,
+        dont_inherit: bool = False,
+        optimize: int = -1,
+        **kwargs: Any,
+    ) -> Any:
+        """``compile`` as :mod:`typing` calls it, from the table when the call is the plain
+        ``compile(text, "<string>", mode)``; any other call goes to the built-in."""
+        if (
+            type(source) is str
+            and filename == "<string>"
+            and mode in ("eval", "exec")
+            and not flags
+            and optimize == -1
+            and not kwargs
+        ):
+            inherited = 0 if dont_inherit else self._flags.get("typing", 0)
+            return self.compiled(source, mode, inherited)
+        return builtins.compile(source, filename, mode, flags, dont_inherit, optimize, **kwargs)
+
     @property
     def compiled_here(self) -> int:
         """How many texts this process compiled because the file lacked them."""
@@ -151,20 +182,20 @@ class GeneratedCodeCache:
     # ------------------------------------------------------------------ lifetime
 
     def install(self) -> GeneratedCodeCache:
-        """Serve ``exec`` in :data:`MODULES` from the table (a module that already has its
-        own ``exec`` is left alone)."""
-        for name in MODULES:
+        """Serve the calls of :data:`MODULES` from the table (a module that already has its
+        own ``exec``/``compile`` is left alone)."""
+        for name, builtin in MODULES.items():
             module = sys.modules.get(name) or __import__(name)
-            if "exec" not in vars(module):
-                self._flags = _future_flags(module)
-                module.exec = self.exec  # type: ignore[attr-defined]
-                self._installed.append(module)
+            if builtin not in vars(module):
+                self._flags[name] = _future_flags(module)
+                setattr(module, builtin, getattr(self, builtin))
+                self._installed.append((module, builtin))
         return self
 
     def uninstall(self) -> None:
-        for module in self._installed:
-            if vars(module).get("exec") == self.exec:
-                del module.exec
+        for module, builtin in self._installed:
+            if vars(module).get(builtin) == getattr(self, builtin):
+                delattr(module, builtin)
         self._installed.clear()
 
     def save(self) -> bool:
