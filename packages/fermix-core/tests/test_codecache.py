@@ -3,6 +3,7 @@ ones, and an unusable file (corrupt, foreign, too open, a link) is never used.""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import marshal
 import os
@@ -82,6 +83,7 @@ def test_classes_from_cached_code_behave_like_compiled_ones(tmp_path: Path) -> N
     assert not second.save()  # nothing new: the file is not rewritten
     assert "exec" not in vars(dataclasses)
     assert "compile" not in vars(typing)
+    assert "eval" not in vars(collections)
 
 
 def test_processes_merge_what_each_compiled(tmp_path: Path) -> None:
@@ -323,3 +325,21 @@ def test_forward_references_compile_from_the_table(tmp_path: Path) -> None:
     assert second.hits == 2 and second.compiled_here == 0
     assert eval(direct) == 2  # noqa: S307
     assert [r.__forward_code__.co_code for r in again] == [r.__forward_code__.co_code for r in refs]
+
+
+def test_named_tuples_build_from_the_table(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    runs = []
+    for _ in range(2):
+        cache = _cache(home).install()
+        try:
+            pair = collections.namedtuple("Pair_cc", ["left_cc", "right_cc"])
+        finally:
+            cache.uninstall()
+        runs.append((cache.hits, cache.compiled_here))
+        cache.save()
+        p = pair(1, right_cc=2)
+        assert p == (1, 2) and p.left_cc == 1 and repr(p) == "Pair_cc(left_cc=1, right_cc=2)"
+        with pytest.raises(TypeError):
+            pair(1)
+    assert runs[0][1] >= 1 and runs[1] == (runs[0][1], 0)

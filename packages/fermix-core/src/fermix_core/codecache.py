@@ -10,8 +10,9 @@ schemas are written with postponed annotations). Bytecode caching (``__pycache__
 neither: the source is made at run time.
 
 :class:`GeneratedCodeCache` does for that source what ``.pyc`` files do for modules. While
-it is installed, the ``exec`` that :mod:`dataclasses` calls and the ``compile`` that
-:mod:`typing` calls look the source text up in a table of code objects loaded with
+it is installed, the ``exec`` that :mod:`dataclasses` calls, the ``compile`` that
+:mod:`typing` calls and the ``eval`` that :func:`collections.namedtuple` calls look the
+source text up in a table of code objects loaded with
 :mod:`marshal` from one file, and compile (and remember) only what the table lacks. The
 text, the compile mode and the ``__future__`` flags the call would inherit are the whole
 key (held as a 128-bit BLAKE2 digest): the same text compiled the same way by the same
@@ -40,7 +41,7 @@ FILE_NAME = "generated-code.bin"
 MAX_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 6000
 #: The modules served from the table, and the built-in each one's calls go through.
-MODULES = {"dataclasses": "exec", "typing": "compile"}
+MODULES = {"dataclasses": "exec", "typing": "compile", "collections": "eval"}
 _FORMAT = b"fermix-generated-code-2\n"
 _DIGEST = 16
 
@@ -149,6 +150,13 @@ class GeneratedCodeCache:
         if type(source) is str:
             source = self.compiled(source)
         return builtins.exec(source, *args, **kwargs)  # noqa: S102 - the caller's own exec
+
+    def eval(self, source: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """``eval`` (:func:`collections.namedtuple` builds ``__new__`` with it) with a string
+        compiled from the table; everything else passes through."""
+        if type(source) is str:
+            source = self.compiled(source, "eval", self._flags.get("collections", 0))
+        return builtins.eval(source, *args, **kwargs)  # noqa: S307 - the caller's own eval
 
     def compile(
         self,
