@@ -343,3 +343,61 @@ def test_named_tuples_build_from_the_table(tmp_path: Path) -> None:
         with pytest.raises(TypeError):
             pair(1)
     assert runs[0][1] >= 1 and runs[1] == (runs[0][1], 0)
+
+
+def test_regular_expressions_compile_from_the_table(tmp_path: Path) -> None:
+    import re
+    import warnings
+
+    home = _home(tmp_path)
+    patterns = [
+        (r"^(?P<name_cc>[a-z_]+)=(\d{1,3})$", re.IGNORECASE),
+        (rb"^\x00[\x01-\x7f]+(?:end_cc)?$", 0),
+        (r"caf\u00e9_cc\s+(?:x|y)*", re.MULTILINE | re.VERBOSE),
+    ]
+
+    def use() -> list:
+        re.purge()  # past re's own per-process cache, as in a new process
+        return [re.compile(p, f) for p, f in patterns]
+
+    first = _cache(home).install()
+    try:
+        made = use()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            re.compile("[[a]_cc")  # the parser warns: never served from the table
+        with pytest.raises(re.error):
+            re.compile("(unclosed_cc")
+    finally:
+        first.uninstall()
+    assert [w.category for w in seen] == [FutureWarning]
+    assert first.compiled_here == 3
+    first.save()
+
+    second = _cache(home).install()
+    try:
+        again = use()
+        with warnings.catch_warnings(record=True) as seen_again:
+            warnings.simplefilter("always")
+            re.compile("[[a]_cc")
+    finally:
+        second.uninstall()
+    assert second.hits == 3 and second.compiled_here == 0
+    assert [w.category for w in seen_again] == [FutureWarning]
+    assert import_re_compiler_restored()
+
+    def shape(p: re.Pattern) -> tuple:
+        return (p.pattern, p.flags, p.groups, dict(p.groupindex))
+
+    assert [shape(p) for p in again] == [shape(p) for p in made]
+    assert again[0].match("Key_Cc=42").group("name_cc", 2) == ("Key_Cc", "42")
+    assert again[1].match(b"\x00ab\x80") is None and again[1].match(b"\x00abcend_cc")
+    assert again[2].search("caf\u00e9_cc  xyx")
+
+
+def import_re_compiler_restored() -> bool:
+    import re
+
+    compiler = re._compiler
+    served = compiler.compile.__module__ != "re._compiler"
+    return type(compiler._sre).__name__ == "module" and not served

@@ -42,7 +42,7 @@ MAX_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 6000
 #: The modules served from the table, and the built-in each one's calls go through.
 MODULES = {"dataclasses": "exec", "typing": "compile", "collections": "eval"}
-_FORMAT = b"fermix-generated-code-2\n"
+_FORMAT = b"fermix-generated-code-3\n"
 _DIGEST = 16
 
 
@@ -69,6 +69,7 @@ class GeneratedCodeCache:
         self._new: dict[bytes, Any] = {}
         self._installed: list[tuple[Any, str]] = []
         self._flags: dict[str, int] = {}
+        self._re_installed: Any = None
         self.hits = 0
 
     # ------------------------------------------------------------------ the table
@@ -107,42 +108,51 @@ class GeneratedCodeCache:
         if not isinstance(table, dict) or len(table) > MAX_ENTRIES:
             return {}
         for key, value in table.items():
-            code = value[0] if type(value) is tuple and len(value) == 1 else value
-            if type(key) is not bytes or len(key) != _DIGEST or type(code) is not code_type:
+            item = value[0] if type(value) is tuple and len(value) == 1 else value
+            if type(key) is not bytes or len(key) != _DIGEST:
+                return {}
+            if type(item) is not code_type and not _is_sre_arguments(item):
                 return {}
         return table
+
+    def _take(self, key: bytes) -> Any:
+        """The stored item under *key* (``None`` if absent); a single-use entry leaves the
+        table, one this process needs again stays."""
+        if self._codes is None:
+            self._codes = self._read()
+        value = self._codes.get(key)
+        if value is not None:
+            self.hits += 1
+            if type(value) is tuple and len(value) == 1:
+                return value[0]  # an item this process needs again
+            del self._codes[key]
+            self._used.add(key)
+            return value
+        known = self._new.get(key)
+        if known is not None:  # made earlier in this process: an item that repeats
+            item = known[0] if type(known) is tuple and len(known) == 1 else known
+            self._codes[key] = self._new[key] = (item,)
+            return item
+        return None
+
+    def _keep(self, key: bytes, item: Any) -> None:
+        if key in self._used:  # the second use of an item: keep it from now on
+            self._codes[key] = self._new[key] = (item,)  # type: ignore[index]
+        else:
+            self._new[key] = item
 
     def compiled(self, source: str, mode: str = "exec", flags: int | None = None) -> Any:
         """The code of *source* as ``compile(source, "<string>", mode, flags,
         dont_inherit=True)`` gives it; *flags* default to the ``__future__`` flags of the
         served :mod:`dataclasses` (which ``exec`` of a string there inherits; none today)."""
-        from hashlib import blake2b
-
-        if self._codes is None:
-            self._codes = self._read()
         if flags is None:
             flags = self._flags.get("dataclasses", 0)
-        text = source.encode("utf-8", "surrogatepass")
         head = flags.to_bytes(4, "little") + mode.encode("ascii") + b"\0"
-        key = blake2b(head + text, digest_size=_DIGEST).digest()
-        value = self._codes.get(key)
-        if value is not None:
-            self.hits += 1
-            if type(value) is tuple:
-                return value[0]  # a text this process needs again
-            del self._codes[key]
-            self._used.add(key)
-            return value
-        known = self._new.get(key)
-        if known is not None:  # compiled earlier in this process: a text that repeats
-            code = known[0] if type(known) is tuple else known
-            self._codes[key] = self._new[key] = (code,)
-            return code
-        code = compile(source, "<string>", mode, flags=flags, dont_inherit=True)
-        if key in self._used:  # the second use of a text: keep it from now on
-            self._codes[key] = self._new[key] = (code,)
-        else:
-            self._new[key] = code
+        key = _digest(head + source.encode("utf-8", "surrogatepass"))
+        code = self._take(key)
+        if code is None:
+            code = compile(source, "<string>", mode, flags=flags, dont_inherit=True)
+            self._keep(key, code)
         return code
 
     def exec(self, source: Any, /, *args: Any, **kwargs: Any) -> None:
@@ -182,6 +192,39 @@ class GeneratedCodeCache:
             return self.compiled(source, mode, inherited)
         return builtins.compile(source, filename, mode, flags, dont_inherit, optimize, **kwargs)
 
+    def compile_pattern(self, pattern: Any, flags: int = 0) -> Any:
+        """``re._compiler.compile`` from the table: the arguments a miss passed to
+        ``_sre.compile`` are stored and passed again, so the parser and code generator
+        (Python code, the expensive part) do not run. Patterns the parser may warn about,
+        ``re.DEBUG`` and anything but a ``str``/``bytes`` pattern go to the original."""
+        original = self._re_original
+        if type(pattern) not in (str, bytes) or flags & _RE_DEBUG or _may_warn(pattern):
+            return original(pattern, flags)
+        text = pattern.encode("utf-8", "surrogatepass") if type(pattern) is str else pattern
+        tag = b"re:s\0" if type(pattern) is str else b"re:b\0"
+        key = _digest(tag + flags.to_bytes(4, "little") + text)
+        args = self._take(key)
+        if args is not None and args[0] == pattern:
+            from array import array
+
+            code = array("I")
+            try:
+                code.frombytes(args[2])
+                return self._sre.compile(args[0], args[1], code.tolist(), *args[3:])
+            except (RuntimeError, TypeError, ValueError, OverflowError):
+                pass  # a damaged entry: compile it the usual way below
+        recorder = self._recorder
+        recorder.last = None
+        compiled = original(pattern, flags)
+        args = recorder.last
+        if args is not None and args[0] == pattern:
+            from array import array
+
+            # The opcodes, as 32-bit words (SRE_CODE): compact in the file and in memory.
+            code = array("I", [int(c) for c in args[2]]).tobytes()
+            self._keep(key, (args[0], int(args[1]), code, *args[3:]))
+        return compiled
+
     @property
     def compiled_here(self) -> int:
         """How many texts this process compiled because the file lacked them."""
@@ -198,13 +241,42 @@ class GeneratedCodeCache:
                 self._flags[name] = _future_flags(module)
                 setattr(module, builtin, getattr(self, builtin))
                 self._installed.append((module, builtin))
+        self._install_re()
         return self
+
+    def _install_re(self) -> None:
+        import re
+        from array import array
+
+        compiler = getattr(re, "_compiler", None)
+        sre = getattr(compiler, "_sre", None)
+        original = getattr(compiler, "compile", None)
+        if (
+            sre is None
+            or original is None
+            or isinstance(sre, _SreRecorder)
+            or getattr(sre, "CODESIZE", None) != 4
+            or array("I").itemsize != 4
+        ):
+            return  # another layout of the re package, or already served: leave it
+        self._sre, self._re_original = sre, original
+        self._recorder = _SreRecorder(sre)
+        compiler._sre = self._recorder  # type: ignore[union-attr]
+        compiler.compile = self.compile_pattern  # type: ignore[union-attr]
+        self._re_installed = compiler
 
     def uninstall(self) -> None:
         for module, builtin in self._installed:
             if vars(module).get(builtin) == getattr(self, builtin):
                 delattr(module, builtin)
         self._installed.clear()
+        compiler = self._re_installed
+        if compiler is not None:
+            if compiler.compile == self.compile_pattern:
+                compiler.compile = self._re_original
+            if compiler._sre is self._recorder:
+                compiler._sre = self._sre
+            self._re_installed = None
 
     def save(self) -> bool:
         """Add what this process compiled to the file, if the home exists; never raises.
@@ -233,6 +305,65 @@ class GeneratedCodeCache:
             return False
         self._new.clear()
         return True
+
+
+_RE_DEBUG = 128  # re.DEBUG, without importing re here
+#: Texts the regex parser may warn about (possible nested sets and set operations, named
+#: conditions; in bytes patterns also non-ASCII group names): compiled the usual way every
+#: time, so the warning is still shown where it was.
+_MAY_WARN = ("[[", "--", "&&", "~~", "||", "(?(")
+
+
+def _may_warn(pattern: str | bytes) -> bool:
+    if type(pattern) is bytes:
+        return b"(?P" in pattern or any(w.encode() in pattern for w in _MAY_WARN)
+    return any(w in pattern for w in _MAY_WARN)
+
+
+def _is_sre_arguments(item: Any) -> bool:
+    """The shape of ``_sre.compile``'s arguments (its own validation checks the code)."""
+    return (
+        type(item) is tuple
+        and len(item) == 6
+        and type(item[0]) in (str, bytes)
+        and type(item[1]) is int
+        and type(item[2]) is bytes
+        and type(item[3]) is int
+        and type(item[4]) is dict
+        and type(item[5]) is tuple
+    )
+
+
+class _SreRecorder:
+    """Stands in for ``_sre`` inside ``re._compiler`` and remembers the last arguments
+    its ``compile`` was called with (per thread); everything else is the real module."""
+
+    def __init__(self, sre: Any) -> None:
+        import threading
+
+        self._sre = sre
+        self._local = threading.local()
+
+    @property
+    def last(self) -> Any:
+        return getattr(self._local, "args", None)
+
+    @last.setter
+    def last(self, value: Any) -> None:
+        self._local.args = value
+
+    def compile(self, *args: Any) -> Any:
+        self._local.args = args
+        return self._sre.compile(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sre, name)
+
+
+def _digest(data: bytes) -> bytes:
+    from hashlib import blake2b
+
+    return blake2b(data, digest_size=_DIGEST).digest()
 
 
 def _future_flags(module: Any) -> int:
