@@ -22,7 +22,8 @@ another Python, a truncated or otherwise unreadable file, or one that is not a p
 regular file of this user counts as empty and is rewritten. Nothing else changes: the
 callers run the same ``exec``/``eval`` with the same globals and namespace, only on code
 compiled earlier; a call the table cannot serve exactly (another file name, explicit
-flags) goes to the built-in unchanged.
+flags) goes to the built-in unchanged. Regular expressions are served the same way one
+level down (:meth:`GeneratedCodeCache.compile_pattern`).
 """
 
 from __future__ import annotations

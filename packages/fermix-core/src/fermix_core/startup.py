@@ -1,7 +1,8 @@
 """A cheaper start for a one-off command (``fermix ask``): two costs of loading Python code
 that bytecode caching does not remove.
 
-* **Generated dataclass methods** come from :mod:`fermix_core.codecache` instead of being
+* **Code Python generates at run time** — dataclass methods, forward references, named
+  tuples, regular expressions — comes from :mod:`fermix_core.codecache` instead of being
   compiled again in every process.
 * **Only young objects are collected while the runtime loads.** Importing and booting
   allocate a few hundred thousand objects that live as long as the process (modules,
