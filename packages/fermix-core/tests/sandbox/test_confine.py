@@ -170,7 +170,9 @@ def test_a_killed_daemon_takes_its_children_with_it(layout) -> None:
     try:
         with open(fifo) as ready:  # blocks until the confined command has started
             assert ready.read().strip() == "go"
-        pids = _pids_running(f"sleep {marker}")
+        # The shell wrote "go" and then execs sleep: the same pid either way (exec keeps
+        # it), so count the command by its program, not by whether exec has happened yet.
+        pids = _pids_running(f"sleep {marker}", programs=("sleep", "/bin/sh"))
         assert len(pids) == 1
         watch = os.pidfd_open(pids[0])
         daemon.send_signal(signal.SIGKILL)
@@ -184,17 +186,26 @@ def test_a_killed_daemon_takes_its_children_with_it(layout) -> None:
             daemon.wait()
 
 
-def _pids_running(needle: str) -> list[int]:
+def _pids_running(needle: str, programs: tuple[str, ...] = ()) -> list[int]:
+    """Live processes whose command line contains *needle*: by default only those without
+    a ``-c`` argument (not the shells and interpreters that merely mention it); with
+    *programs*, those whose program (argv[0]) is one of them."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if needle in cmdline and state != "Z" and "-c" not in cmdline.split():
+        cmdline = b" ".join(argv).decode(errors="replace")
+        if needle not in cmdline or state == "Z":
+            continue
+        if programs:
+            if argv[0].decode(errors="replace") in programs:
+                found.append(int(entry.name))
+        elif "-c" not in cmdline.split():
             found.append(int(entry.name))
     return found
 
