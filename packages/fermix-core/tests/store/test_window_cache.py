@@ -93,9 +93,7 @@ async def test_a_live_window_is_not_read_again_and_equals_a_cold_read(store, db_
     await assert_current(store, db_path, cid)
 
 
-async def test_interleaved_turns_tool_rows_and_guests_stay_in_window_order(
-    store, db_path
-) -> None:
+async def test_interleaved_turns_tool_rows_and_guests_stay_in_window_order(store, db_path) -> None:
     cid = await store.conversation_id(KEY)
     await store.load_window(cid)
     early = await store.begin_turn(
