@@ -74,9 +74,15 @@ _SELECT_ONE = _COLUMNS + " FROM messages m LEFT JOIN turns t ON t.id = m.turn_id
 # row's seq (``seq`` grows by one with every row of the conversation, and rows never change
 # once written, so an unchanged triple means an unchanged window, whoever writes the file).
 _SELECT_STATE = (
-    "SELECT c.window_start_seq, c.summary_message_id, "
-    "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = c.id) "
-    "FROM conversations c WHERE c.id = ?"
+    "SELECT window_start_seq, summary_message_id, "
+    "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = conversations.id) "
+    "FROM conversations WHERE id = ?"
+)
+# A turn's start touches the conversation and reads its state in one statement.
+_TOUCH_STATE = (
+    "UPDATE conversations SET updated_at = ? WHERE id = ? "
+    "RETURNING window_start_seq, summary_message_id, "
+    "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = conversations.id)"
 )
 
 
@@ -164,19 +170,27 @@ class SyncStore:
             self._windows.drop(conversation_id)
             raise
 
-    def _state(self, conversation_id: int) -> tuple[int, int | None, int]:
-        """(window start, summary id, newest seq or 0) of the conversation, or StoreError."""
-        row = self.conn.execute(_SELECT_STATE, (conversation_id,)).fetchone()
+    def _state(
+        self, conversation_id: int, touch: float | None = None
+    ) -> tuple[int, int | None, int]:
+        """(window start, summary id, newest seq or 0) of the conversation, or StoreError;
+        *touch* also sets its ``updated_at`` (inside a write transaction)."""
+        if touch is None:
+            row = self.conn.execute(_SELECT_STATE, (conversation_id,)).fetchone()
+        else:
+            rows = self.conn.execute(_TOUCH_STATE, (touch, conversation_id)).fetchall()
+            row = rows[0] if rows else None
         if row is None:
             raise StoreError(
                 f"unknown conversation id {conversation_id}; get ids from conversation_id(key)"
             )
         return int(row[0]), row[1], int(row[2] or 0)
 
-    def _window(self, conversation_id: int) -> _Window:
+    def _window(self, conversation_id: int, touch: float | None = None) -> _Window:
         """The conversation's window: the cached one while its state is unchanged (one
-        small SELECT), else read and decoded again. Inside a transaction."""
-        state = self._state(conversation_id)
+        small statement), else read and decoded again. Inside a transaction; *touch* as
+        for :meth:`_state`."""
+        state = self._state(conversation_id, touch)
         window = self._windows.get(conversation_id, state)
         if window is not None:
             return window
@@ -343,7 +357,8 @@ class SyncStore:
         """``load_window`` + ``next_session_number`` + ``begin_turn`` in one transaction."""
         encoded = encode(user)
         with self._changing(conversation_id), self._write():
-            current = self._window(conversation_id)  # checks the conversation
+            # Checks the conversation and sets its updated_at (the user message's time).
+            current = self._window(conversation_id, touch=time.time())
             window = current.view(speakers)
             session_id = f"{session_prefix}{self.next_session_number()}"
             handle = self._begin(
@@ -373,9 +388,11 @@ class SyncStore:
         top: int | None = None,
     ) -> TurnHandle:
         """Insert the turn and its user message; *top* is the conversation's newest seq
-        when the caller already read it in this transaction (which also checked the id)."""
+        when the caller already read it in this transaction (which also checked the id and
+        set the conversation's ``updated_at``)."""
         role, body, text = encoded
         conn = self.conn
+        touched = top is not None
         if top is None:
             self._conversation(conversation_id)
             top = self._next_seq(conversation_id) - 1
@@ -412,7 +429,10 @@ class SyncStore:
             ).lastrowid
         )
         conn.execute("UPDATE turns SET user_message_id = ? WHERE id = ?", (message_id, turn_id))
-        conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+        if not touched:
+            conn.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+            )
         stored = StoredMessage(
             id=message_id,
             conversation_id=conversation_id,
@@ -443,20 +463,22 @@ class SyncStore:
         try:
             with self._write() as conn:
                 row = conn.execute(
-                    "SELECT t.conversation_id, t.status, t.speaker, m.seq FROM turns t "
+                    "SELECT t.conversation_id, t.status, t.speaker, m.seq, "
+                    "(SELECT MAX(n.seq) FROM messages n WHERE n.conversation_id = "
+                    "t.conversation_id) FROM turns t "
                     "LEFT JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?",
                     (turn_id,),
                 ).fetchone()
                 if row is None:
                     raise TurnStateError(f"no turn {turn_id}; commit the id begin_turn returned")
-                conversation_id, status, speaker, anchor = row
+                conversation_id, status, speaker, anchor, top = row
                 if status != "started":
                     raise TurnStateError(
                         f"turn {turn_id} is already {status}, so nothing was committed; a "
                         "stopped or finished turn cannot take a reply"
                     )
                 touched.append(conversation_id)
-                seq = self._next_seq(conversation_id)
+                seq = int(top or 0) + 1
                 now = time.time()
                 ids: list[int] = []
                 for offset, (role, body, text) in enumerate(encoded):
