@@ -42,6 +42,11 @@ NOT_NEEDED = (
     "fermix_core.mcp",  # only with [mcp.servers]
     "fermix_core.channels.runtime",  # remote channels are the daemon's
     "fermix_core.sandbox.command_tools",  # only with [sandbox] expose_commands
+    "fermix_core.sandbox.policy",  # the sandbox policy is built by the first tool needing it
+    "fermix_core.sandbox.confine",
+    "fermix_core.sandbox.commands",
+    "fermix_core.sandbox.approval",
+    "fermix_core.agent.delegation",  # the delegator is built by the first sub-agent call
     "fermix_core.daemon",  # no socket, no client
     "fermix_core.setup",  # setup steps: only `fermix setup` reads them
     "fermix_core.setup_secrets",
