@@ -54,6 +54,13 @@ NOT_NEEDED = (
     "fermix_core.doctor",
     "fermix_core.doctor_checks",
     "fermix_channels.setup",
+    "fermix_channels.config",  # channel config models: their secret slots come from the cache
+    "fermix_channels.telegram.config",
+    "fermix_channels.slack.config",
+    "fermix_channels.discord.config",
+    "fermix_channels.whatsapp.config",
+    "fermix_channels.signal.config",
+    "fermix_channels.acp.config",
     "fermix_tools.files.grep",  # tool implementations: definitions come from the cache
     "fermix_tools.web.fetch",
     "fermix_tools.shell.tools",
@@ -102,6 +109,7 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     assert first["code"] == 0
     assert (home / "cache" / "tool-definitions.json").exists()
     assert (home / "cache" / "skill-front-matter.json").exists()
+    assert (home / "cache" / "config-model-shapes.json").exists()
 
     second = run("second")
     assert second["code"] == 0
