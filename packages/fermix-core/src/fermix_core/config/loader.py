@@ -196,10 +196,12 @@ def check_config(
     except ConfigError as exc:
         return ValidationReport(path, exc.problems, [], None)
     file_data = plain(doc)
-    shapes = ModelShapes(home)
+    # Model shapes come from $FERMIX_HOME/cache once the home exists (never created here).
+    shapes = ModelShapes(home) if home.path.is_dir() else None
     slots = secret_fields(file_data, registry, shapes=shapes)
     overlays = env_overlays(registry, slots, shapes=shapes)
-    shapes.save()
+    if shapes is not None:
+        shapes.save()
     data, applied, origins = apply_env(file_data, overlays, environ)
     result = validate_data(data, registry, unavailable, origins=origins)
     if result.problems or result.core is None:
