@@ -299,7 +299,10 @@ def secret_fields(
         (SandboxConfig, ("sandbox",), frozenset()),
         (McpConfig, ("mcp",), frozenset()),
     ):
-        for path in model_secret_paths(model, prefix, data, skip):
+        # Core's own models are imported already; walking their twenty-odd classes is
+        # what the cache saves.
+        shape = shape_of(f"{model.__module__}:{model.__qualname__}") or secret_shape(model)
+        for path in shape_paths(shape, prefix, data, skip):
             fields.append(SecretField(path, _core_env(path, data, registry), _stored(data, path)))
 
     channels = registry.typed(ChannelSpec)
