@@ -46,6 +46,7 @@ NOT_NEEDED = (
     "fermix_core.sandbox.confine",
     "fermix_core.sandbox.commands",
     "fermix_core.sandbox.approval",
+    "fermix_core.sandbox.grants",  # the /confirm store is made by the first grant proposal
     "fermix_core.agent.delegation",  # the delegator is built by the first sub-agent call
     "fermix_core.daemon",  # no socket, no client
     "fermix_core.setup",  # setup steps: only `fermix setup` reads them

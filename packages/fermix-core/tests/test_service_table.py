@@ -158,6 +158,7 @@ async def test_a_turn_without_tools_builds_neither_sandbox_nor_delegator(fermix_
         services = fx.service.runner.services
         assert "sandbox" in services and "delegation" in services
         assert not services.built("sandbox") and not services.built("delegation")
+        assert not services.built("confirmations") and fx.service.runner.confirmations is None
         assert not (fermix_home.path / "workspace").exists()
 
         outcome = await fx.ask("use the tool")
@@ -165,6 +166,10 @@ async def test_a_turn_without_tools_builds_neither_sandbox_nor_delegator(fermix_
         assert outcome.text == f"workspace is {workspace}"
         assert services.built("sandbox") and workspace.is_dir()
         assert not services.built("delegation")
+
+        store = services["confirmations"]  # what a grant proposal or /confirm reaches
+        assert fx.service.runner.confirmations is store
+        assert fx.service.runner.resume_after_grant in store.listeners
 
 
 async def test_the_daemon_builds_the_sandbox_policy_at_start(fermix_home) -> None:

@@ -199,7 +199,6 @@ class FermixService:
             # Built by the first `subagents`/`skill_run` call: its routes, HTTP client
             # and module would cost every turn that never delegates.
             runner.services.provide("delegation", delegator)
-        from fermix_core.sandbox.grants import ConfirmationStore
         from fermix_core.secrets import SecretResolver
 
         resolver = SecretResolver(
@@ -248,14 +247,19 @@ class FermixService:
             )
             runner.post_reply_hooks.append(reviewer.review_after_reply)
         runner.services["memory"] = memory
-        runner.confirmations = ConfirmationStore()
-        runner.confirmations.listeners.append(runner.resume_after_grant)
-        runner.services.update(
-            skills=skills,
-            registry=registry,
-            secrets=resolver,
-            confirmations=runner.confirmations,
-        )
+
+        def confirmations() -> Any:
+            # Pending /confirm tokens: the first grant proposal or sandbox command makes
+            # the store, so a turn that never asks for access imports none of it.
+            from fermix_core.sandbox.grants import ConfirmationStore
+
+            store = ConfirmationStore()
+            store.listeners.append(runner.resume_after_grant)
+            runner.confirmations = store
+            return store
+
+        runner.services.provide("confirmations", confirmations)
+        runner.services.update(skills=skills, registry=registry, secrets=resolver)
         if config.core.mcp.servers:  # the manager's modules load only when there are servers
             from fermix_core.mcp import manager as mcp_manager
 
