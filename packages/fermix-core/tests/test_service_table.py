@@ -95,6 +95,32 @@ def test_a_failing_factory_fails_the_lookup_and_is_tried_again() -> None:
     assert len(attempts) == 2 and not table.built("sandbox")
 
 
+def test_threads_asking_at_once_get_one_build() -> None:
+    import threading
+
+    calls: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def slow() -> object:
+        calls.append("build")
+        entered.set()
+        release.wait()
+        return object()
+
+    table = ServiceTable()
+    table.provide("sandbox", slow)
+    seen: list[object] = []
+    first = threading.Thread(target=lambda: seen.append(table["sandbox"]))
+    first.start()
+    entered.wait()
+    second = threading.Thread(target=lambda: seen.append(table["sandbox"]))
+    second.start()
+    release.set()
+    first.join()
+    second.join()
+    assert calls == ["build"] and len(seen) == 2 and seen[0] is seen[1]
+
+
 def test_a_plain_mapping_is_copied_as_a_dict() -> None:
     assert services_with({"a": 1, "reply": 2}, drop=("reply",), b=3) == {"a": 1, "b": 3}
 

@@ -62,19 +62,25 @@ class HomeLike(Protocol):
 
 
 class _Once:
-    """A service built by *factory* on first use; every table sharing it sees one instance."""
+    """A service built by *factory* on first use; every table sharing it sees one instance
+    (a tool running in a worker thread may be the first to ask, so the build is locked)."""
 
-    __slots__ = ("built", "factory", "value")
+    __slots__ = ("built", "factory", "lock", "value")
 
     def __init__(self, factory: Callable[[], Any]) -> None:
+        import threading
+
         self.factory = factory
         self.value: Any = None
         self.built = False
+        self.lock = threading.Lock()
 
     def get(self) -> Any:
         if not self.built:
-            self.value = self.factory()
-            self.built = True
+            with self.lock:
+                if not self.built:
+                    self.value = self.factory()
+                    self.built = True
         return self.value
 
 
