@@ -1,8 +1,9 @@
 """The daemon's HTTP ingress: one ASGI app for health and every adapter's webhook routes.
 
-Starlette routes the requests and uvicorn serves them (h11, no extras): both are small,
-well kept, and mean this module owns no HTTP parsing. Adapters never see either: a webhook
-route is a framework-free :class:`~fermix_core.channel.WebhookRoute` whose handler takes a
+Starlette routes the requests and uvicorn serves them (with httptools' parser, h11 where
+httptools is missing): both are small, well kept, and mean this module owns no HTTP
+parsing. Adapters never see either: a webhook route is a framework-free
+:class:`~fermix_core.channel.WebhookRoute` whose handler takes a
 :class:`~fermix_core.channel.WebhookRequest` (raw body bytes, lower-cased headers) and
 returns a :class:`~fermix_core.channel.WebhookResponse`.
 
@@ -54,6 +55,8 @@ log = logging.getLogger("fermix.ingress")
 BIND_ENV = "FERMIX_HTTP_BIND"
 DEFAULT_BIND = "127.0.0.1"
 RESERVED_PREFIX = "/health"
+#: How long an idle keep-alive connection is kept open (see :func:`_quiet_server`).
+KEEP_ALIVE_SECONDS = 75
 
 
 @dataclass
@@ -342,6 +345,13 @@ class HttpIngress:
         return _quiet_server(self.make_app(), self.graceful_timeout)
 
 
+def http_implementation() -> str:
+    """uvicorn's HTTP/1.1 protocol: ``"httptools"`` when it is installed, else ``"h11"``."""
+    from importlib.util import find_spec
+
+    return "httptools" if find_spec("httptools") is not None else "h11"
+
+
 def _quiet_server(app: Any, graceful_timeout: float) -> Any:
     """uvicorn's server without its signal handling: the daemon owns SIGTERM/SIGINT
     (uvicorn would replace the handlers and re-raise the signal when it stops)."""
@@ -354,6 +364,15 @@ def _quiet_server(app: Any, graceful_timeout: float) -> Any:
 
     config = uvicorn.Config(
         app,
+        # httptools (llhttp, in C) parses a request in a fraction of h11's time; h11 stays
+        # the fallback where the wheel is missing. Both are imported here, with the first
+        # connection, so an idle daemon holds neither.
+        http=http_implementation(),
+        # Longer than any webhook sender's or proxy's idle timeout (nginx 75 s, load
+        # balancers 60 s, httpx 5 s): the client always closes an idle connection first.
+        # With uvicorn's 5 s a sender idle for 5 s could reuse the connection just as the
+        # server closed it, and its request was reset (ReadError) without being read.
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         lifespan="off",
         # Webhooks are plain HTTP: no WebSocket protocol is loaded (an upgrade request is
         # answered as HTTP, and no route accepts one anyway).
