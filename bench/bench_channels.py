@@ -153,6 +153,7 @@ async def _pipeline() -> dict[str, Any]:
                 result = await driver.measure(f"{fx.service.ingress.url}/webhook/whatsapp")
                 worker = fx.service.store.worker
                 result["store_calls_per_transaction"] = round(worker.calls / worker.batches, 2)
+                result["outbound"] = _pool_stats(channels.slots["whatsapp"].host.http)
                 return result
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -389,6 +390,15 @@ async def _measure(fg: Any, graph: LeanGraph, url: str) -> dict[str, Any]:
     }
 
 
+def _pool_stats(http: Any) -> dict[str, Any]:
+    """The shared client's pool after the run: connections kept, stale-connection retries."""
+    transport = http._transport
+    return {
+        "pooled_connections": len(transport._pool.connections),
+        "stale_retries": getattr(transport, "stale_retries", None),
+    }
+
+
 class _Sections:
     def __init__(self, sections: dict[str, Any]) -> None:
         self.sections = sections
@@ -410,6 +420,7 @@ async def _channel_layer() -> dict[str, Any]:
     from fermix_core.channels.runtime import ChannelRuntime
     from fermix_core.gateway.types import IngestOutcome, IngestStatus
     from fermix_core.home import FermixHome
+    from fermix_core.httpclient import runtime_client
 
     fg = _fake()
     home = Path(tempfile.mkdtemp(prefix="fermix-bench-layer-"))
@@ -439,7 +450,7 @@ async def _channel_layer() -> dict[str, Any]:
         async with (
             Driver() as driver,
             await SeenIds.open(home / "memory.db") as seen,
-            httpx.AsyncClient() as http,
+            runtime_client(timeout=httpx.Timeout(30.0, connect=10.0)) as http,
             anyio.create_task_group() as tg,
         ):
             config = WhatsAppConfig.model_validate(_whatsapp_section(fg, driver.graph_url))
@@ -459,6 +470,8 @@ async def _channel_layer() -> dict[str, Any]:
                 async with HttpIngress(app, port=0, routes=served).serving() as info:
                     settle_after_boot()
                     result = await driver.measure(f"{info.url}/webhook/whatsapp")
+                    result["outbound"] = _pool_stats(http)
+                    result["seen_ids_calls_inline"] = f"{seen.worker.inline}/{seen.worker.calls}"
             tg.cancel_scope.cancel()
         return result
     finally:
