@@ -491,3 +491,41 @@ async def test_typing_shows_only_for_a_turn_that_runs_a_while(monkeypatch) -> No
         tg.cancel_scope.cancel()
     assert all(chat != "instant" for chat, _ in calls)  # done before its first check
     assert all(started for _, started in calls)  # never for a turn still queued
+
+
+async def test_typing_indicators_are_rate_limited_per_channel(monkeypatch) -> None:
+    """A flood of slow turns does not turn into a flood of typing calls."""
+    from fermix_core.channels import runtime as channel_runtime
+    from fermix_core.gateway.types import TurnJob
+
+    monkeypatch.setattr(channel_runtime, "TYPING_AFTER", 0.0)
+    typed: list[str] = []
+    settled, called = anyio.Event(), anyio.Event()
+
+    async def typing(chat_id: str, thread_id: str | None = None) -> None:
+        typed.append(chat_id)
+        called.set()
+
+    class Spy(channel_runtime._Typist):
+        def _push(self, when: float, entry: Any) -> None:
+            super()._push(when, entry)
+            if self.skipped >= 4:
+                settled.set()
+
+    jobs = []
+    for n in range(5):
+        message = InboundMessage(channel="fake", chat_id=f"c{n}", sender_id=f"c{n}", text="hi")
+        job = TurnJob(message=message, trust=None, reply=None)  # type: ignore[arg-type]
+        job.started = True
+        jobs.append(job)
+    async with anyio.create_task_group() as tg:
+        typist = Spy(tg, rate=1.0)  # one per second, a burst of one
+        for job in jobs:
+            typist.watch(typing, job.message, job, every=60.0)
+        with anyio.fail_after(30):
+            await settled.wait()
+            await called.wait()  # the allowed call runs in its own task
+        for job in jobs:
+            job.done.set()
+        tg.cancel_scope.cancel()
+    assert len(typed) == 1 and typist.skipped == 4

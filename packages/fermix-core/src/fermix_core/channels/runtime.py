@@ -225,6 +225,11 @@ TYPING_EVERY = 4.0
 TYPING_AFTER = 0.5
 #: A turn longer than this stops renewing the indicator.
 TYPING_MAX = 600.0
+#: Typing indicators per second per channel, at most (bursts of as many). Each is a platform
+#: call; under a flood (many turns slow only because they share the loop) they would cost
+#: as much as the replies and slow every turn further. An indicator over the rate is
+#: skipped; the turn's next renewal tries again.
+TYPING_RATE = 10.0
 
 
 def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: ChannelRuntime) -> Any:
@@ -267,12 +272,24 @@ class _Typist:
     indicator calls went out for turns that had not even started.
     """
 
-    def __init__(self, task_group: anyio.abc.TaskGroup) -> None:
+    def __init__(self, task_group: anyio.abc.TaskGroup, rate: float | None = None) -> None:
         self._tg = task_group
         self._due: list[tuple[float, int, _Typing]] = []
         self._order = 0
         self._wake = anyio.Event()
         self._running = False
+        self.rate = TYPING_RATE if rate is None else rate
+        #: Per channel: (tokens, when they were counted).
+        self._buckets: dict[str, tuple[float, float]] = {}
+        #: Indicators skipped over the rate (the benchmark reports it).
+        self.skipped = 0
+
+    def _allow(self, channel: str, now: float) -> bool:
+        tokens, then = self._buckets.get(channel, (self.rate, now))
+        tokens = min(self.rate, tokens + (now - then) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[channel] = (tokens - 1.0 if allowed else tokens, now)
+        return allowed
 
     def watch(
         self, typing: Callable[..., Any], message: InboundMessage, job: Any, every: float
@@ -313,7 +330,10 @@ class _Typist:
                 entry.since = now
             elif now - entry.since >= TYPING_MAX:
                 continue
-            self._tg.start_soon(self._type, entry)
+            if self._allow(entry.message.channel, now):
+                self._tg.start_soon(self._type, entry)
+            else:
+                self.skipped += 1
             self._push(now + entry.every, entry)
 
     async def _type(self, entry: _Typing) -> None:
