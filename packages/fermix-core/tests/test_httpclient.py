@@ -201,3 +201,34 @@ async def test_concurrent_requests_share_the_pool_and_surplus_idle_ones_are_swep
         await client.get(f"{url}/last")  # a checkout: the sweep closes the idle surplus
         assert len(pool.connections) <= 3
     assert len(server.seen) == 41
+
+
+def test_only_a_complete_head_announcing_a_body_waits_for_it() -> None:
+    from fermix_core.httpclient import _announces_body
+
+    assert _announces_body(b"POST /m HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\n")
+    assert _announces_body(b"PUT /m HTTP/1.1\r\ncontent-length:7\r\n\r\n")
+    assert not _announces_body(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert not _announces_body(b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+    assert not _announces_body(b"POST / HTTP/1.1\r\nContent-Length: 12\r\n")  # incomplete
+    assert not _announces_body(b'{"body": "\\r\\ncontent-length: 5\\r\\n"}')
+
+
+async def test_a_request_head_and_body_go_out_in_one_write() -> None:
+    import anyio
+
+    first: list[bytes] = []
+
+    async def serve(stream) -> None:
+        async with stream:
+            first.append(await stream.receive())
+            await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610
+    async with listener, anyio.create_task_group() as tg, runtime_client() as client:
+        tg.start_soon(listener.serve, serve)
+        answer = await client.post(f"http://127.0.0.1:{port}/m", json={"to": "1555"})
+        tg.cancel_scope.cancel()
+    assert answer.status_code == 200
+    assert first[0].startswith(b"POST /m HTTP/1.1") and first[0].endswith(b'{"to":"1555"}')

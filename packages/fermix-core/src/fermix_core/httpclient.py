@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import select
 import ssl
 import sys
@@ -109,25 +110,47 @@ def _readable(sock: Any) -> bool:
     return bool(poller.poll(0))
 
 
+#: Send a request's head and body in one write (see ``Stream.write``).
+COALESCE_WRITES = True
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*0*[1-9][0-9]*[ \t]*\r\n", re.IGNORECASE)
+
+
+def _announces_body(buffer: bytes) -> bool:
+    """Whether *buffer* is a complete request head announcing a non-empty body by length."""
+    return buffer.endswith(b"\r\n\r\n") and _CONTENT_LENGTH.search(buffer) is not None
+
+
 def _network_backend() -> Any:
     """httpcore's anyio backend with streams that keep their raw socket (built lazily: the
     classes subclass httpcore's, imported with httpx)."""
     import httpcore
 
     class Stream(httpcore.AsyncNetworkStream):
-        __slots__ = ("_inner", "_sock")
+        __slots__ = ("_held", "_inner", "_sock")
 
         def __init__(self, inner: Any) -> None:
             self._inner = inner
             self._sock = inner.get_extra_info("socket")
+            self._held: bytes | None = None
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            if self._held is not None:  # never wait for an answer to bytes not yet sent
+                held, self._held = self._held, None
+                await self._inner.write(held, timeout)
             return await self._inner.read(max_bytes, timeout)
 
         async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            if self._held is not None:
+                buffer, self._held = self._held + buffer, None
+            elif COALESCE_WRITES and _announces_body(buffer):
+                # httpcore writes a request's head and its body separately: two sends, two
+                # wake-ups of the peer. The head waits for the body (the next write).
+                self._held = bytes(buffer)
+                return
             await self._inner.write(buffer, timeout)
 
         async def aclose(self) -> None:
+            self._held = None
             await self._inner.aclose()
 
         async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
