@@ -248,3 +248,15 @@ async def test_one_keep_alive_connection_carries_many_deliveries(served) -> None
                 answer += await stream.receive()
             assert answer.startswith(b"HTTP/1.1 202 ")
     assert [r.body for r in recorder.requests] == [b"delivery %d" % n for n in range(20)]
+
+
+async def test_webhook_paths_answer_other_methods_as_before(served) -> None:
+    """Webhook routes are served ahead of Starlette; what they do not take still gets
+    Starlette's answers: 405 for a method the route lacks, HEAD for a GET route."""
+    client, recorder, _, _ = served
+    assert (await client.put("/webhook/hook", content=b"x")).status_code == 405
+    assert (await client.get("/webhook/big")).status_code == 405
+    head = await client.head("/webhook/hook")
+    assert head.status_code == 202 and head.content == b""
+    assert recorder.requests[-1].method == "HEAD"
+    assert (await client.post("/webhook/hook/", content=b"x")).status_code in (307, 404)
