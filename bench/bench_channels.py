@@ -471,7 +471,9 @@ async def _channel_layer() -> dict[str, Any]:
                     settle_after_boot()
                     result = await driver.measure(f"{info.url}/webhook/whatsapp")
                     result["outbound"] = _pool_stats(http)
-                    result["seen_ids_calls_inline"] = f"{seen.worker.inline}/{seen.worker.calls}"
+                    worker = getattr(seen, "worker", None)  # (a thread pool before)
+                    if worker is not None:
+                        result["seen_ids_calls_inline"] = f"{worker.inline}/{worker.calls}"
             tg.cancel_scope.cancel()
         return result
     finally:
