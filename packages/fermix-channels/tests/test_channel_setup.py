@@ -184,3 +184,40 @@ def test_the_other_channels_follow_the_same_shape(fermix_home, channel, flags, e
     for key, value in expected.items():
         assert written[key] == value
     assert "cli_path" not in written and "bot_user_id" not in written
+
+
+def test_a_failed_run_remembers_the_yes_and_the_next_run_offers_it(fermix_home) -> None:
+    from fermix_core import setup_answers
+    from fermix_core.setup import SetupError
+
+    fermix_home.ensure()
+    fermix_home.config_file.write_text("[fermix_core]\nno_such_key = 1\n")  # will not validate
+    fermix_home.config_file.chmod(0o600)
+    answers = ("y", "106540352242922", "15551230001", "")
+    secrets = ("EAAG-first", "first-secret", "first-verify")
+    io = SetupIO(prompt=Script(*answers), secret_prompt=Script(*secrets), echo=[].append)
+    with pytest.raises(SetupError, match="nothing was written"):
+        setup(fermix_home, io=io)
+    kept = setup_answers.load(fermix_home)
+    assert kept["whatsapp: set up"] == "y"
+    assert not set(secrets) & set(kept.values())  # secrets are asked again, never kept
+
+    fermix_home.config_file.write_text("")  # fixed
+    prompts = Script("", "", "", "")
+    setup(fermix_home, io=SetupIO(prompt=prompts, secret_prompt=Script(*secrets), echo=[].append))
+    assert prompts.prompts[0] == "Set up WhatsApp? [y]: "
+    assert section(fermix_home)["enabled"] is True
+    assert section(fermix_home)["owner_user_id"] == "15551230001"
+    assert not setup_answers.kept(fermix_home)
+
+
+def test_a_remembered_no_is_offered_and_enter_keeps_it(fermix_home) -> None:
+    from fermix_core import setup_answers
+
+    setup_answers.keep(fermix_home, {"whatsapp: set up": "n"})
+    prompts = Script("")
+    setup(fermix_home, io=SetupIO(prompt=prompts, secret_prompt=Script(), echo=[].append))
+    assert prompts.prompts == ["Set up WhatsApp? [n]: "]
+    assert not fermix_home.config_file.exists() or "whatsapp" not in (
+        fermix_home.config_file.read_text()
+    )

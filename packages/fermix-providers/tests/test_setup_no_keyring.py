@@ -124,3 +124,28 @@ def test_no_step_header_stands_empty(fermix_home) -> None:
     _, shown = run(fermix_home, Script("ollama", "", ""))
     header = shown.index("== Fermix home ==")
     assert shown[header + 1] == f"Settings, logs and the workspace live in {fermix_home.path}"
+
+
+def test_a_failed_run_remembers_where_the_key_goes(no_keyring) -> None:
+    from fermix_core import setup_answers
+
+    no_keyring.ensure()
+    no_keyring.config_file.write_text("[fermix_core]\nno_such_key = 1\n")  # will not validate
+    no_keyring.config_file.chmod(0o600)
+    with pytest.raises(SetupError, match="nothing was written"):
+        run(no_keyring, Script("openai", "3", "pass show fermix/openai", "", "", ""))
+    kept = setup_answers.load(no_keyring)
+    assert kept["--api-key storage"] == "3"
+    assert kept["--api-key command"] == "pass show fermix/openai"
+
+    no_keyring.config_file.write_text("")  # fixed
+    prompts = Script("", "", "", "", "", "")
+    run(no_keyring, prompts)
+    assert "Choice [3]: " in prompts.prompts
+    assert "Command that prints the secret (no shell) [pass show fermix/openai]: " in (
+        prompts.prompts
+    )
+    assert openai_block(no_keyring)["api_key"] == {
+        "source": "command",
+        "command": ["pass", "show", "fermix/openai"],
+    }

@@ -233,10 +233,10 @@ def _wanted(setup: ChannelSetup, context: SetupContext, current: dict[str, Any])
                 "changes it."
             )
             return False
-        answer = context.io.prompt(f"Change the {setup.label} settings? [Y/n]: ").strip().lower()
-        return answer in ("", "y", "yes")
-    answer = context.io.prompt(f"Set up {setup.label}? [y/N]: ").strip().lower()
-    return answer in ("y", "yes")
+        return context.confirm(
+            f"{setup.channel}: change", f"Change the {setup.label} settings?", default=True
+        )
+    return context.confirm(f"{setup.channel}: set up", f"Set up {setup.label}?")
 
 
 def _ids(value: str) -> list[str]:

@@ -87,30 +87,49 @@ class SetupContext:
         if flag in self.options:
             return str(self.options[flag])
         if self.interactive:
-            self.answers.pop(flag, None)  # asked again: only the last answer counts
-            offered = default
-            earlier = None if secret or flag in self._offered else self.remembered.get(flag)
-            if earlier is not None:
-                # Offered once: if it is asked again (the answer was refused), the step's
-                # own default comes back.
-                self._offered.add(flag)
-                offered = earlier
-            suffix = f" [{offered}]" if offered and not secret else ""
-            reader = self.io.secret_prompt if secret else self.io.prompt
-            answer = reader(f"{prompt}{suffix}: ").strip()
+            if secret:
+                self.answers.pop(flag, None)
+                answer = self.io.secret_prompt(f"{prompt}: ").strip()
+            else:
+                answer = self.line(flag, prompt, shown_default=default)
             if answer:
-                if not secret:
-                    from fermix_core.setup_answers import worth_keeping
-
-                    if worth_keeping(answer):
-                        self.answers[flag] = answer
                 return answer
-            if earlier is not None:
-                self.answers[flag] = earlier
-                return earlier
         if default is not None:
             return default
         raise SetupInputError(f"{prompt}: pass {flag} VALUE (running non-interactively)")
+
+    def line(self, key: str, prompt: str, *, shown_default: str | None = None) -> str:
+        """One typed line for *key* (a flag, or a step's own name for a menu or a yes/no
+        question), recorded so a run that fails offers it next time.
+
+        The answer of an unfinished earlier run is offered in brackets in place of
+        *shown_default*, once: asked again (the answer was refused), the step's own
+        default comes back. Enter takes the offered answer; ``""`` when there is none.
+        Never for secrets: use ``io.secret_prompt``.
+        """
+        self.answers.pop(key, None)  # asked again: only the last answer counts
+        earlier = None if key in self._offered else self.remembered.get(key)
+        offered = shown_default
+        if earlier is not None:
+            self._offered.add(key)
+            offered = earlier
+        suffix = f" [{offered}]" if offered else ""
+        answer = self.io.prompt(f"{prompt}{suffix}: ").strip()
+        if not answer and earlier is not None:
+            answer = earlier
+        if answer:
+            from fermix_core.setup_answers import worth_keeping
+
+            if worth_keeping(answer):
+                self.answers[key] = answer
+        return answer
+
+    def confirm(self, key: str, question: str, *, default: bool = False) -> bool:
+        """A yes/no answer from the user, remembered like :meth:`line` under *key*."""
+        answer = self.line(key, question, shown_default="Y/n" if default else "y/N").lower()
+        if not answer:
+            return default
+        return answer in ("y", "yes")
 
     def table(self, *path: str) -> Any:
         """The tomlkit table at *path*, created (as a real ``[a.b]`` table) when missing."""

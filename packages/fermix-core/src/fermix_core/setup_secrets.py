@@ -204,7 +204,7 @@ def choose_storage(
         echo("  4. keep what is configured now")
         options["4"] = "keep"
     for _ in range(_ATTEMPTS):
-        answer = context.io.prompt("Choice [2]: ").strip() or "2"
+        answer = context.line(f"{flag} storage", "Choice", shown_default="2") or "2"
         kind = options.get(answer)
         if kind is None:
             echo(f"  type one of {', '.join(options)}")
@@ -222,9 +222,9 @@ def choose_storage(
             context.plaintext_consent = True
             return StorageChoice("config")
         if kind == "env":
-            reference = _ask_env(context, label, env_var)
+            reference = _ask_env(context, flag, label, env_var)
         else:
-            reference = _ask_command(context, label)
+            reference = _ask_command(context, flag, label)
         if reference is not None:
             return StorageChoice("reference", reference)
     from fermix_core.setup import SetupError
@@ -235,11 +235,11 @@ def choose_storage(
     )
 
 
-def _ask_env(context: SetupContext, label: str, env_var: str | None) -> Any | None:
+def _ask_env(context: SetupContext, flag: str, label: str, env_var: str | None) -> Any | None:
     from fermix_core.setup import SetupInputError
 
-    suffix = f" [{env_var}]" if env_var else ""
-    answer = context.io.prompt(f"Environment variable{suffix}: ").strip() or (env_var or "")
+    answer = context.line(f"{flag} variable", "Environment variable", shown_default=env_var)
+    answer = answer or (env_var or "")
     try:
         name = _checked_env_name(answer, "the variable")
     except SetupInputError as exc:
@@ -249,10 +249,10 @@ def _ask_env(context: SetupContext, label: str, env_var: str | None) -> Any | No
     return _env_table(name)
 
 
-def _ask_command(context: SetupContext, label: str) -> Any | None:
+def _ask_command(context: SetupContext, flag: str, label: str) -> Any | None:
     from fermix_core.setup import SetupInputError
 
-    answer = context.io.prompt("Command that prints the secret (no shell): ")
+    answer = context.line(f"{flag} command", "Command that prints the secret (no shell)")
     try:
         argv = _checked_command(answer, "the command")
     except SetupInputError as exc:

@@ -155,9 +155,9 @@ def _answer(
     if not context.interactive:
         return None
     shown = f"{prompt} ({'Enter keeps the current one' if present else 'Enter to skip'})"
-    reader = context.io.secret_prompt if secret else context.io.prompt
     for _ in range(_ATTEMPTS):
-        raw = reader(f"{shown}: ").strip()
+        raw = context.io.secret_prompt(f"{shown}: ") if secret else context.line(flag, shown)
+        raw = raw.strip()
         if not raw:
             return None
         try:
@@ -207,7 +207,7 @@ def _wants_slack(context: SetupContext, table: Any) -> bool:
             return True
         context.io.echo("Slack is set up; `fermix setup --reconfigure --step slack` changes it.")
         return False
-    return context.io.prompt("Set up the Slack channel? [y/N]: ").strip().lower() in ("y", "yes")
+    return context.confirm("slack: set up", "Set up the Slack channel?")
 
 
 def slack_step(context: SetupContext) -> None:

@@ -116,11 +116,11 @@ def transcription_step(context: SetupContext) -> None:
     if context.interactive and not flagged:
         context.io.echo(_EXPLAIN)
         question = (
-            "Change the transcription settings? [y/N]: "
+            "Change the transcription settings?"
             if current
-            else "Set up voice-note transcription now? [y/N]: "
+            else "Set up voice-note transcription now?"
         )
-        if context.io.prompt(question).strip().lower() not in ("y", "yes"):
+        if not context.confirm("transcription: set up", question):
             return
     names = ", ".join(sorted(specs))
     backend = context.ask(BACKEND_FLAG, f"Backend ({names})", default=was).strip().lower()
