@@ -232,3 +232,12 @@ async def test_a_request_head_and_body_go_out_in_one_write() -> None:
         tg.cancel_scope.cancel()
     assert answer.status_code == 200
     assert first[0].startswith(b"POST /m HTTP/1.1") and first[0].endswith(b'{"to":"1555"}')
+
+
+def test_transport_options_of_httpx_keep_its_own_transport() -> None:
+    from fermix_core.httpclient import _transport_class
+
+    assert isinstance(runtime_client()._transport, _transport_class())
+    plain = runtime_client(http1=True)
+    assert type(plain._transport) is httpx.AsyncHTTPTransport
+    assert plain.follow_redirects is False

@@ -317,6 +317,9 @@ def _transport_class() -> Any:
     return PooledTransport
 
 
+_TRANSPORT_OPTIONS = frozenset({"http1", "http2", "cert"})
+
+
 def runtime_client(**kwargs: Any) -> Any:
     """The runtime-wide ``httpx.AsyncClient``: keep-alive expiry, no redirects, a verifying
     TLS context that loads its certificates only when a TLS connection opens, and the
@@ -335,7 +338,8 @@ def runtime_client(**kwargs: Any) -> Any:
     verify = kwargs.pop("verify", None)
     if verify is None:
         verify = DeferredTrustContext(trust_env=kwargs.get("trust_env", True))
-    if "transport" not in kwargs:
+    # Transport-level settings of httpx's own (HTTP/2, client certificates) keep its transport.
+    if "transport" not in kwargs and not _TRANSPORT_OPTIONS & kwargs.keys():
         kwargs["transport"] = _transport_class()(
             verify=verify, limits=kwargs["limits"], trust_env=kwargs.get("trust_env", True)
         )
