@@ -97,6 +97,8 @@ class FermixService:
         self.skills: Any = None
         #: The operator's MCP servers (:class:`fermix_core.mcp.manager.McpManager`), if any.
         self.mcp: Any = None
+        #: Indexes committed replies for recall (a ``memory.history_index.HistoryIndexer``).
+        self.history_index: Any = None
         #: The runtime's shared HTTP client (``None`` until a provider route exists).
         self.http: Any = None
         from fermix_core.inbox import LocalInbox
@@ -217,22 +219,22 @@ class FermixService:
         )
         sandbox.ensure_workspace()
         await anyio.to_thread.run_sync(log_confinement, sandbox)
+        from fermix_core.memory.history_index import HistoryIndexer
         from fermix_core.memory.plugin import open_backend
         from fermix_core.memory.review import MemoryReviewer
 
         memory = await open_backend(runtime.home, config, registry)
         service._closers.append(memory.aclose)
-
-        async def index_history(_conversation_id: int) -> None:
-            # After the reply went out: the next recall finds the history index current.
-            await memory.catch_up_history()
-
-        runner.post_reply_hooks.append(index_history)
+        # Replies are indexed for recall in bursts, off the turn path; closing catches up.
+        service.history_index = HistoryIndexer(memory)
+        service._closers.append(service.history_index.flush)
+        runner.on_reply.append(service.history_index.note_reply)
         if caller is not None:
             reviewer = MemoryReviewer.from_config(
                 memory, caller, runtime.home, config, emit=runtime.emit
             )
-            runner.post_reply_hooks.append(reviewer.review_after_reply)
+            if reviewer.enabled:
+                runner.post_reply_hooks.append(reviewer.review_after_reply)
         runner.services["memory"] = memory
         runner.confirmations = ConfirmationStore()
         runner.confirmations.listeners.append(runner.resume_after_grant)
@@ -314,6 +316,7 @@ class FermixService:
                     images=functools.partial(image_intake, runtime.home, runtime.emit),
                 )
                 service.cli_features = ChannelFeatures(local=True)
+                await tg.start(service.history_index.serve)
                 if service.jobs is not None:
                     await tg.start(service.jobs.scheduler.serve)
                 if service.mcp is not None:

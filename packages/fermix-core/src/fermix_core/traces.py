@@ -212,8 +212,20 @@ def _measure(value: Any, depth: int = 0) -> int:
     return len(str(value))
 
 
+#: Exact types a bounded value passes through unchanged (subclasses take the long way).
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def _bounded(value: Any, depth: int = 0) -> Any:
     """Cap strings, containers and depth of a non-content value."""
+    kind = type(value)
+    if kind is str:  # most fields: checked first, as below
+        value = redact_short(value)
+        if len(value) > MAX_FIELD_CHARS:
+            return f"{value[:MAX_FIELD_CHARS]}…[+{len(value) - MAX_FIELD_CHARS} chars]"
+        return value
+    if kind in _SCALARS:
+        return value
     if isinstance(value, Body):
         return _size(value.value)
     if isinstance(value, str):
@@ -365,10 +377,9 @@ class Tracer:
         for key, value in fields.items():
             if key in record:
                 key = f"field_{key}"
-            content = key in CONTENT_FIELDS or isinstance(value, Body)
             if capture:
                 record[key] = _plain(value)
-            elif content:
+            elif key in CONTENT_FIELDS or isinstance(value, Body):
                 record[key] = _size(value)
             else:
                 record[key] = _bounded(value)

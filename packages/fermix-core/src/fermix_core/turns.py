@@ -135,6 +135,9 @@ class TurnRunner:
         #: Called with the conversation id after every committed reply (memory review
         #: plugs in here); each failure is logged and never reaches the user.
         self.post_reply_hooks: list[Callable[[int], Any]] = []
+        #: Called (synchronously, on the loop) after every committed reply; each must only
+        #: note the fact and return at once (the history indexer schedules itself).
+        self.on_reply: list[Callable[[], None]] = []
         #: Runtime services every tool call may reach through ``ctx.service(name)``
         #: (the sandbox policy, the memory backend …), filled in by the service.
         self.services: dict[str, Any] = {}
@@ -503,8 +506,15 @@ class TurnRunner:
     # ------------------------------------------------------------------ post-reply work
 
     def _after_reply(self, conversation_id: int, usage: Usage, model: str | None) -> None:
+        for note in self.on_reply:
+            try:
+                note()
+            except Exception:
+                log.exception("reply listener %r failed", note)
         if self.task_group is None:
             return
+        if not self.post_reply_hooks and not self._compaction_due(usage, model):
+            return  # nothing to run after this reply: no task for it
         if self._post_reply_pending == 0:
             self._post_reply_idle = anyio.Event()
         self._post_reply_pending += 1
@@ -530,17 +540,23 @@ class TurnRunner:
 
     async def _post_reply_work(self, conversation_id: int, usage: Usage, model: str | None) -> None:
         try:
-            settings = self.config.core.fermix_core.compaction
-            window = self.context_window(model)
             for hook in self.post_reply_hooks:
                 try:
                     await hook(conversation_id)
                 except Exception:
                     log.exception("post-reply hook %r failed", hook)
-            if settings.enabled and window and usage.input_tokens >= settings.threshold * window:
+            if self._compaction_due(usage, model):
                 await self._compact(conversation_id, await self.store.load_window(conversation_id))
         except Exception:
             log.exception("post-reply work failed for conversation %s", conversation_id)
+
+    def _compaction_due(self, usage: Usage, model: str | None) -> bool:
+        """Whether the reply's prompt filled enough of the model's window to compact."""
+        settings = self.config.core.fermix_core.compaction
+        if not settings.enabled:
+            return False
+        window = self.context_window(model)
+        return bool(window) and usage.input_tokens >= settings.threshold * window
 
     def _too_long(self, messages: list[Message]) -> bool:
         window = self.context_window(None)

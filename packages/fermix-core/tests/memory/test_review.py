@@ -366,3 +366,33 @@ async def test_review_makes_directives_only_from_the_owners_own_words(memory_env
     work = (env.path.parent / "memory" / "main" / "MEMORY.md").read_text()
     assert "- Always reply in short bullet points" in work
     assert "evil" not in work and "concise" not in work
+
+
+async def test_a_closed_gate_is_not_read_again_until_it_may_open(memory_env) -> None:
+    """Each reply while the gate is closed skips without reading the state file; once the
+    remembered time passes the file decides again (another process may have moved it)."""
+    env = memory_env
+    provider = ScriptedProvider([ops()])
+    clock = Clock()
+    review = reviewer(env, provider, clock)
+    review.directory.mkdir(parents=True, exist_ok=True)
+    ReviewState(last_run=clock.now, last_success=clock.now).save(review.state_path)
+    assert (await review.review_after_reply(1)).reason == "not due yet"
+    reads: list[int] = []
+    real = review.read_state
+
+    def counted() -> ReviewState:
+        reads.append(1)
+        return real()
+
+    review.read_state = counted  # type: ignore[method-assign]
+    clock.now += DAY - 1
+    for _ in range(5):
+        assert (await review.review_after_reply(1)).reason == "not due yet"
+    assert reads == [], "the closed gate was remembered"
+    # Another process reviewed meanwhile: the gate moved later, and the file says so.
+    ReviewState(last_run=clock.now, last_success=clock.now).save(review.state_path)
+    clock.now += 1
+    later = await review.review_after_reply(1)
+    assert later.reason == "not due yet" and later.next_due == pytest.approx(clock.now - 1 + DAY)
+    assert reads == [1] and provider.requests == []

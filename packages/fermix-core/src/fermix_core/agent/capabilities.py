@@ -347,6 +347,10 @@ class Capabilities:
         self.tools: Mapping[str, Tool[Any]] = _LazyTools(self)
         self._definitions: list[ToolDefinition] | None = None
         self._index: BM25Index | None = None
+        #: The prompt sections, built once: a snapshot never changes (a registry change
+        #: makes new snapshots).
+        self._catalog: str | None = None
+        self._plugins_section: str | None = None
 
     # ------------------------------------------------------------------ lookups
 
@@ -398,6 +402,11 @@ class Capabilities:
 
     def catalog(self) -> str:
         """The ``## Built-in Capability Catalog`` prompt section for the inline tools."""
+        if self._catalog is None:
+            self._catalog = self._build_catalog()
+        return self._catalog
+
+    def _build_catalog(self) -> str:
         lines = [CATALOG_HEADING, ""]
         names = self.inline_names()
         if not names:
@@ -411,6 +420,11 @@ class Capabilities:
 
     def plugins_section(self) -> str:
         """The ``## Plugins`` section listing deferred tool names; ``""`` when none."""
+        if self._plugins_section is None:
+            self._plugins_section = self._build_plugins_section()
+        return self._plugins_section
+
+    def _build_plugins_section(self) -> str:
         if not self.deferred:
             return ""
         groups: dict[str, list[str]] = {}

@@ -380,7 +380,8 @@ class MemoryBackend(ABC):
     async def catch_up_history(self) -> int:
         """Bring a history index up to date; returns how many messages it covered.
 
-        The daemon calls it after each reply, off the turn path, so a search never has a
+        The runtime calls it after replies (once per burst, see
+        :mod:`fermix_core.memory.history_index`), off the turn path, so a search never has a
         long backlog to index first. The default keeps no index: nothing to do.
         """
         return 0

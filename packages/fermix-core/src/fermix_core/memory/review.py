@@ -282,6 +282,10 @@ class MemoryReviewer:
         self.backoff_max = backoff_max
         self.emit = emit
         self._running = False
+        #: When the gate was last found closed until (epoch seconds): until then a reply
+        #: does not read the state file again. Another process can only move the gate later
+        #: (a review it ran, a failure's backoff), so this never reviews early.
+        self._closed_until: float | None = None
 
     @classmethod
     def from_config(
@@ -352,7 +356,11 @@ class MemoryReviewer:
                 return ReviewOutcome(
                     "skipped", "review is off ([fermix_core.memory] review_enabled = false)"
                 )
+            closed = self._closed_until
+            if closed is not None and self.clock() < closed:
+                return ReviewOutcome("skipped", "not due yet", next_due=closed)
             due = self.next_due(self.read_state())
+            self._closed_until = due
             if due is not None:
                 return ReviewOutcome("skipped", "not due yet", next_due=due)
             return await self._guarded("after_reply")
@@ -372,6 +380,7 @@ class MemoryReviewer:
         if self._running:
             return ReviewOutcome("skipped", "a review is already running")
         self._running = True
+        self._closed_until = None  # the run writes a new state: read it next time
         try:
             with self._exclusive() as mine:
                 if not mine:
@@ -379,6 +388,7 @@ class MemoryReviewer:
                 return await self._run(trigger)
         finally:
             self._running = False
+            self._closed_until = None
 
     # ------------------------------------------------------------------ the review
 

@@ -11,8 +11,9 @@ shared ``schema_version`` table, so history and memory migrate independently):
   searches need them); visibility is filtered in the join.
 * ``memory_history_fts`` — an external-content FTS5 index over the conversation store's
   ``messages.text``. This module never writes the store's tables, so there are no triggers
-  on them; instead the index catches up from a watermark (``memory_state``): the daemon
-  calls :meth:`SqliteMemoryBackend.catch_up_history` after each reply, and a search
+  on them; instead the index catches up from a watermark (``memory_state``): the runtime
+  calls :meth:`SqliteMemoryBackend.catch_up_history` after replies (once per burst, see
+  :mod:`fermix_core.memory.history_index`), and a search
   indexes only a small backlog itself. That is sound because the store only ever appends
   messages: row ids grow, and a row, once committed, never changes or disappears.
 * ``memory_fact_terms`` / ``memory_history_terms`` (schema version 2) — per word, how many
@@ -236,8 +237,8 @@ class SqliteMemoryBackend(MemoryBackend):
         """Bring the history index up to date now; returns how many message ids it covered.
 
         One batch per worker call, so a search waiting behind a long backlog runs between
-        batches. A search indexes a small backlog itself; the daemon calls this after each
-        reply, off the turn path.
+        batches. A search indexes a small backlog itself; the runtime calls this after
+        replies, once per burst (:mod:`fermix_core.memory.history_index`), off the turn path.
         """
         seen = 0
         while step := await self._call(SyncMemory.catch_up_batch):

@@ -46,7 +46,7 @@ __all__ = ["HISTORY_BATCH", "HISTORY_INLINE", "RANK_WINDOW", "TERM_BUDGET", "Syn
 #: lock (or the backend's worker) long enough to stall a turn.
 HISTORY_BATCH = 5_000
 #: A history search indexes at most this many new messages itself; a larger backlog is
-#: left to the background catch-up (after each reply), so a recall never pays for it.
+#: left to the background catch-up (after replies), so a recall never pays for it.
 HISTORY_INLINE = 1_000
 #: A search ranks (bm25) at most this many visible matches, the newest ones: past that, a
 #: common word would make every recall score a large share of memory for ten results.

@@ -14,6 +14,7 @@ event loop — and before opening the transaction, so that work never holds the 
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import sqlite3
@@ -64,11 +65,25 @@ _WINDOW_WHERE = """
 """
 _COLUMNS = (
     "SELECT m.id, m.turn_id, m.seq, m.kind, m.speaker, m.sender_id, m.body, m.created_at, "
-    "m.sender_name, t.speaker"
+    "m.sender_name, t.speaker, m.anchor_seq"
 )
 _SELECT_WINDOW = _COLUMNS + _WINDOW_WHERE
 _SELECT_WINDOW_POSITIONS = "SELECT m.seq, m.anchor_seq" + _WINDOW_WHERE
 _SELECT_ONE = _COLUMNS + " FROM messages m LEFT JOIN turns t ON t.id = m.turn_id WHERE m.id = ?"
+# What a cached window is checked against: the window's start, its summary and the newest
+# row's seq (``seq`` grows by one with every row of the conversation, and rows never change
+# once written, so an unchanged triple means an unchanged window, whoever writes the file).
+_SELECT_STATE = (
+    "SELECT window_start_seq, summary_message_id, "
+    "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = conversations.id) "
+    "FROM conversations WHERE id = ?"
+)
+# A turn's start touches the conversation and reads its state in one statement.
+_TOUCH_STATE = (
+    "UPDATE conversations SET updated_at = ? WHERE id = ? "
+    "RETURNING window_start_seq, summary_message_id, "
+    "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = conversations.id)"
+)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -116,6 +131,7 @@ class SyncStore:
         self.conn = conn
         self.path = path
         self._parsed = _ParsedCache()
+        self._windows = _WindowCache()
 
     @classmethod
     def open(cls, path: Path) -> SyncStore:
@@ -139,8 +155,76 @@ class SyncStore:
             yield conn
 
     def forget_parsed(self) -> None:
-        """Drop cached parses: a rolled-back group commit may have let a read see its rows."""
+        """Drop cached parses and windows: a rolled-back group commit may have let a read
+        see its rows."""
         self._parsed = _ParsedCache()
+        self._windows = _WindowCache()
+
+    @contextmanager
+    def _changing(self, conversation_id: int) -> Iterator[None]:
+        """Around a write to *conversation_id*: if it fails (even at ``COMMIT``), its
+        cached window is dropped, so no row that did not land can stay cached."""
+        try:
+            yield
+        except BaseException:
+            self._windows.drop(conversation_id)
+            raise
+
+    def _state(
+        self, conversation_id: int, touch: float | None = None
+    ) -> tuple[int, int | None, int]:
+        """(window start, summary id, newest seq or 0) of the conversation, or StoreError;
+        *touch* also sets its ``updated_at`` (inside a write transaction)."""
+        if touch is None:
+            row = self.conn.execute(_SELECT_STATE, (conversation_id,)).fetchone()
+        else:
+            rows = self.conn.execute(_TOUCH_STATE, (touch, conversation_id)).fetchall()
+            row = rows[0] if rows else None
+        if row is None:
+            raise StoreError(
+                f"unknown conversation id {conversation_id}; get ids from conversation_id(key)"
+            )
+        return int(row[0]), row[1], int(row[2] or 0)
+
+    def _window(self, conversation_id: int, touch: float | None = None) -> _Window:
+        """The conversation's window: the cached one while its state is unchanged (one
+        small statement), else read and decoded again. Inside a transaction; *touch* as
+        for :meth:`_state`."""
+        state = self._state(conversation_id, touch)
+        window = self._windows.get(conversation_id, state)
+        if window is not None:
+            return window
+        start, summary_id, top = state
+        conn = self.conn
+        summary = None
+        if summary_id is not None:
+            row = conn.execute(_SELECT_ONE, (summary_id,)).fetchone()
+            summary = None if row is None else _decode(conversation_id, row, self._parsed)
+        rows: list[StoredMessage] = []
+        keys: list[tuple[int, int]] = []
+        for row in conn.execute(_SELECT_WINDOW, (conversation_id, start)).fetchall():
+            stored = _decode(conversation_id, row, self._parsed)
+            if stored is not None:
+                rows.append(stored)
+                keys.append((row[10], row[2]))
+        window = _Window(start, summary_id, top, summary, rows, keys)
+        self._windows.put(conversation_id, window)
+        return window
+
+    def _remember(
+        self, conversation_id: int, before: int, added: list[tuple[int, StoredMessage]]
+    ) -> None:
+        """Rows this connection just wrote (``(anchor_seq, row)``, every one visible in the
+        window) join the cached window, if it was current just before (newest seq *before*)."""
+        window = self._windows.peek(conversation_id)
+        if window is None:
+            return
+        if window.top != before:
+            self._windows.drop(conversation_id)
+            return
+        for anchor, stored in added:
+            window.add(anchor, stored)
+        self._windows.grew(conversation_id, len(added))
 
     def _next_seq(self, conversation_id: int) -> int:
         row = self.conn.execute(
@@ -181,21 +265,11 @@ class SyncStore:
     def load_window(
         self, conversation_id: int, speakers: frozenset[str] | None = None
     ) -> list[StoredMessage]:
-        with self._read() as conn:
-            start, summary_id = self._conversation(conversation_id)
-            rows: list[tuple] = []
-            # A summary is written from the whole window, so only an unfiltered view gets it.
-            if summary_id is not None and speakers is None:
-                rows += conn.execute(_SELECT_ONE, (summary_id,)).fetchall()
-            rows += conn.execute(_SELECT_WINDOW, (conversation_id, start)).fetchall()
-        if speakers is not None:
-            # Filtered by the speaker of each row's turn (its own speaker outside a turn), so
-            # a turn leaves whole: question, tool calls, results, answer and stop marker.
-            rows = [row for row in rows if (row[9] or row[4]) in speakers]
-        decoded = (_decode(conversation_id, row, self._parsed) for row in rows)
-        return [m for m in decoded if m is not None]
+        with self._read():
+            return self._window(conversation_id).view(speakers)
 
     def clear_window(self, conversation_id: int) -> None:
+        self._windows.drop(conversation_id)
         with self._write() as conn:
             self._conversation(conversation_id)
             conn.execute(
@@ -212,6 +286,7 @@ class SyncStore:
         covered_through: int | None,
     ) -> int:
         role, body, text = encode(summary)
+        self._windows.drop(conversation_id)
         with self._write() as conn:
             start, _ = self._conversation(conversation_id)
             rows = conn.execute(_SELECT_WINDOW_POSITIONS, (conversation_id, start)).fetchall()
@@ -255,9 +330,10 @@ class SyncStore:
         sender_name: str | None = None,
     ) -> TurnHandle:
         encoded = encode(user)
-        with self._write():
+        with self._changing(conversation_id), self._write():
             return self._begin(
                 conversation_id,
+                user,
                 encoded,
                 speaker=speaker,
                 sender_id=sender_id,
@@ -280,24 +356,28 @@ class SyncStore:
     ) -> TurnStart:
         """``load_window`` + ``next_session_number`` + ``begin_turn`` in one transaction."""
         encoded = encode(user)
-        with self._write():
-            window = self.load_window(conversation_id, speakers)  # checks the conversation
+        with self._changing(conversation_id), self._write():
+            # Checks the conversation and sets its updated_at (the user message's time).
+            current = self._window(conversation_id, touch=time.time())
+            window = current.view(speakers)
             session_id = f"{session_prefix}{self.next_session_number()}"
             handle = self._begin(
                 conversation_id,
+                user,
                 encoded,
                 speaker=speaker,
                 sender_id=sender_id,
                 session_id=session_id,
                 run_profile=run_profile,
                 sender_name=sender_name,
-                checked=True,
+                top=current.top,
             )
         return TurnStart(window, session_id, handle)
 
     def _begin(
         self,
         conversation_id: int,
+        user: Message,
         encoded: EncodedMessage,
         *,
         speaker: str,
@@ -305,14 +385,19 @@ class SyncStore:
         session_id: str,
         run_profile: str,
         sender_name: str | None,
-        checked: bool = False,
+        top: int | None = None,
     ) -> TurnHandle:
+        """Insert the turn and its user message; *top* is the conversation's newest seq
+        when the caller already read it in this transaction (which also checked the id and
+        set the conversation's ``updated_at``)."""
         role, body, text = encoded
         conn = self.conn
-        if not checked:
+        touched = top is not None
+        if top is None:
             self._conversation(conversation_id)
+            top = self._next_seq(conversation_id) - 1
         now = time.time()
-        seq = self._next_seq(conversation_id)
+        seq = top + 1
         turn_id = int(
             conn.execute(
                 "INSERT INTO turns (conversation_id, user_message_id, status, speaker, "
@@ -344,7 +429,24 @@ class SyncStore:
             ).lastrowid
         )
         conn.execute("UPDATE turns SET user_message_id = ? WHERE id = ?", (message_id, turn_id))
-        conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+        if not touched:
+            conn.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+            )
+        stored = StoredMessage(
+            id=message_id,
+            conversation_id=conversation_id,
+            turn_id=turn_id,
+            seq=seq,
+            kind="message",
+            speaker=speaker,  # type: ignore[arg-type]
+            message=user,
+            created_at=now,
+            sender_id=sender_id,
+            sender_name=sender_name,
+            turn_speaker=speaker,  # type: ignore[arg-type]
+        )
+        self._remember(conversation_id, top, [(seq, stored)])
         return TurnHandle(turn_id, conversation_id, message_id)
 
     def commit_turn(
@@ -357,60 +459,87 @@ class SyncStore:
         provider: str | None,
     ) -> list[int]:
         encoded = [encode(m) for m in messages]
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT t.conversation_id, t.status, t.speaker, m.seq FROM turns t "
-                "LEFT JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?",
-                (turn_id,),
-            ).fetchone()
-            if row is None:
-                raise TurnStateError(f"no turn {turn_id}; commit the id begin_turn returned")
-            conversation_id, status, speaker, anchor = row
-            if status != "started":
-                raise TurnStateError(
-                    f"turn {turn_id} is already {status}, so nothing was committed; a stopped "
-                    "or finished turn cannot take a reply"
-                )
-            seq = self._next_seq(conversation_id)
-            now = time.time()
-            ids: list[int] = []
-            for offset, (role, body, text) in enumerate(encoded):
-                cursor = conn.execute(
-                    "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
-                    "role, speaker, sender_id, body, text, created_at) "
-                    "VALUES (?, ?, ?, ?, 'message', ?, ?, NULL, ?, ?, ?)",
+        touched: list[int] = []
+        try:
+            with self._write() as conn:
+                row = conn.execute(
+                    "SELECT t.conversation_id, t.status, t.speaker, m.seq, "
+                    "(SELECT MAX(n.seq) FROM messages n WHERE n.conversation_id = "
+                    "t.conversation_id) FROM turns t "
+                    "LEFT JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?",
+                    (turn_id,),
+                ).fetchone()
+                if row is None:
+                    raise TurnStateError(f"no turn {turn_id}; commit the id begin_turn returned")
+                conversation_id, status, speaker, anchor, top = row
+                if status != "started":
+                    raise TurnStateError(
+                        f"turn {turn_id} is already {status}, so nothing was committed; a "
+                        "stopped or finished turn cannot take a reply"
+                    )
+                touched.append(conversation_id)
+                seq = int(top or 0) + 1
+                now = time.time()
+                ids: list[int] = []
+                for offset, (role, body, text) in enumerate(encoded):
+                    cursor = conn.execute(
+                        "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
+                        "role, speaker, sender_id, body, text, created_at) "
+                        "VALUES (?, ?, ?, ?, 'message', ?, ?, NULL, ?, ?, ?)",
+                        (
+                            conversation_id,
+                            turn_id,
+                            seq + offset,
+                            anchor,
+                            role,
+                            speaker,
+                            body,
+                            text,
+                            now,
+                        ),
+                    )
+                    ids.append(int(cursor.lastrowid))
+                self._after_insert(ids)
+                conn.execute(
+                    "UPDATE turns SET status = 'committed', model = ?, provider = ?, "
+                    "input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, "
+                    "reasoning_tokens = ?, finished_at = ? WHERE id = ?",
                     (
-                        conversation_id,
-                        turn_id,
-                        seq + offset,
-                        anchor,
-                        role,
-                        speaker,
-                        body,
-                        text,
+                        model,
+                        provider,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        usage.cached_input_tokens,
+                        usage.reasoning_tokens,
                         now,
+                        turn_id,
                     ),
                 )
-                ids.append(int(cursor.lastrowid))
-            self._after_insert(ids)
-            conn.execute(
-                "UPDATE turns SET status = 'committed', model = ?, provider = ?, "
-                "input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, "
-                "reasoning_tokens = ?, finished_at = ? WHERE id = ?",
-                (
-                    model,
-                    provider,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.cached_input_tokens,
-                    usage.reasoning_tokens,
-                    now,
-                    turn_id,
-                ),
-            )
-            conn.execute(
-                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
-            )
+                conn.execute(
+                    "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+                )
+                added = [
+                    (
+                        anchor,
+                        StoredMessage(
+                            id=message_id,
+                            conversation_id=conversation_id,
+                            turn_id=turn_id,
+                            seq=seq + offset,
+                            kind="message",
+                            speaker=speaker,
+                            message=message,
+                            created_at=now,
+                            turn_speaker=speaker,
+                        ),
+                    )
+                    for offset, (message_id, message) in enumerate(zip(ids, messages, strict=True))
+                ]
+                self._remember(conversation_id, seq - 1, added)
+        except BaseException:
+            for conversation_id in touched:
+                self._windows.drop(conversation_id)
+            raise
         return ids
 
     def _after_insert(self, ids: list[int]) -> None:
@@ -434,6 +563,7 @@ class SyncStore:
 
     def append_marker(self, conversation_id: int, marker: Message) -> bool:
         role, body, text = encode(marker)
+        self._windows.drop(conversation_id)
         with self._write() as conn:
             self._conversation(conversation_id)
             last = conn.execute(
@@ -520,9 +650,110 @@ class _ParsedCache:
             self._chars -= dropped
 
 
+class _Window:
+    """One conversation's window as this connection last read or wrote it.
+
+    ``rows`` in window order (``keys``: each row's ``(anchor_seq, seq)``), the summary
+    apart (only an unfiltered view gets it), and the state it was current for: window start,
+    summary id and the conversation's newest seq (``top``).
+    """
+
+    __slots__ = ("keys", "rows", "start", "summary", "summary_id", "top")
+
+    def __init__(
+        self,
+        start: int,
+        summary_id: int | None,
+        top: int,
+        summary: StoredMessage | None,
+        rows: list[StoredMessage],
+        keys: list[tuple[int, int]],
+    ) -> None:
+        self.start = start
+        self.summary_id = summary_id
+        self.top = top
+        self.summary = summary
+        self.rows = rows
+        self.keys = keys
+
+    def add(self, anchor: int, stored: StoredMessage) -> None:
+        """A row just written (its seq is the conversation's newest), in window order."""
+        key = (anchor, stored.seq)
+        if not self.keys or key > self.keys[-1]:
+            self.keys.append(key)
+            self.rows.append(stored)
+        else:  # a turn that began before a later one committed after it (/background)
+            at = bisect.bisect(self.keys, key)
+            self.keys.insert(at, key)
+            self.rows.insert(at, stored)
+        self.top = stored.seq
+
+    def view(self, speakers: frozenset[str] | None) -> list[StoredMessage]:
+        if speakers is None:
+            # A summary is written from the whole window, so only an unfiltered view gets it.
+            return [self.summary, *self.rows] if self.summary is not None else list(self.rows)
+        # Filtered by the speaker of each row's turn (its own speaker outside a turn), so a
+        # turn leaves whole: question, tool calls, results, answer and stop marker.
+        return [row for row in self.rows if (row.turn_speaker or row.speaker) in speakers]
+
+
+class _WindowCache:
+    """Decoded windows of recently used conversations, so a turn reads no history rows.
+
+    A window is used only while its conversation's state (window start, summary id, newest
+    seq) is what it was cached for, checked in the same transaction; rows this connection
+    writes join it directly. Any other change (another process, compaction, ``/new``, a
+    stop marker, a failed write) sends the next turn back to the rows. Bounded by rows held
+    in total, least recently used conversation first out.
+    """
+
+    MAX_ROWS = 8192
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[int, _Window] = OrderedDict()
+        self._rows = 0
+
+    def get(self, conversation_id: int, state: tuple[int, int | None, int]) -> _Window | None:
+        window = self._items.get(conversation_id)
+        if window is None:
+            return None
+        if (window.start, window.summary_id, window.top) != state:
+            self.drop(conversation_id)
+            return None
+        self._items.move_to_end(conversation_id)
+        return window
+
+    def peek(self, conversation_id: int) -> _Window | None:
+        return self._items.get(conversation_id)
+
+    def put(self, conversation_id: int, window: _Window) -> None:
+        self.drop(conversation_id)
+        if len(window.rows) > self.MAX_ROWS // 4:
+            return  # a very long window is read each time rather than crowding out the rest
+        self._items[conversation_id] = window
+        self.grew(conversation_id, len(window.rows) + 1)
+
+    def grew(self, conversation_id: int, rows: int) -> None:
+        self._rows += rows
+        if len(self._items[conversation_id].rows) > self.MAX_ROWS // 4:
+            self.drop(conversation_id)
+            return
+        while self._rows > self.MAX_ROWS and len(self._items) > 1:
+            oldest = next(iter(self._items))
+            if oldest == conversation_id:
+                self._items.move_to_end(oldest)
+                continue
+            self.drop(oldest)
+
+    def drop(self, conversation_id: int) -> None:
+        window = self._items.pop(conversation_id, None)
+        if window is not None:
+            self._rows -= len(window.rows) + 1
+
+
 def _decode(conversation_id: int, row: tuple, cache: _ParsedCache) -> StoredMessage | None:
     """Parse one row; a row that is unreadable or content-less is skipped, never replayed."""
-    message_id, turn_id, seq, kind, speaker, sender_id, body, created_at, name, owner = row
+    message_id, turn_id, seq, kind, speaker, sender_id, body, created_at, name, owner, _ = row
     message = cache.get(message_id)
     if message is None:
         message = _parse(conversation_id, message_id, body)
