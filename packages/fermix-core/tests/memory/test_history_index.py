@@ -184,3 +184,39 @@ async def test_a_failing_reply_listener_never_reaches_the_reply(fermix_home, cap
         assert runner.post_reply_pending == 0, "no post-reply work: no task was started"
     mark, top, _ = indexed(fermix_home.memory_db)
     assert mark == top, "the indexer, after the broken listener, still noted the reply"
+
+
+async def test_a_reply_while_the_review_gate_is_known_closed_starts_no_post_reply_task(
+    fermix_home,
+) -> None:
+    import time
+
+    from fermix_core.memory.review import ReviewState
+
+    config = {"fermix_core": {**CONFIG["fermix_core"], "memory": {"review_enabled": True}}}
+    async with Fermix.open(fermix_home, config=config, plugins=[("providers.echo", Echo())]) as fx:
+        runner = fx.service.runner
+        (hook,) = runner.post_reply_hooks
+        reviewer = hook.__self__
+        reviewer.directory.mkdir(parents=True, exist_ok=True)
+        ReviewState(last_run=time.time(), last_success=time.time()).save(reviewer.state_path)
+        ran: list[int] = []
+
+        async def counted(conversation_id: int):
+            ran.append(conversation_id)
+            return await hook(conversation_id)
+
+        runner.post_reply_hooks[0] = counted
+        runner.post_reply_wanted[counted] = runner.post_reply_wanted.pop(hook)
+        await fx.ask("one", session="zr")
+        await runner.post_reply_drained()
+        assert len(ran) == 1, "the first reply reads the state file and finds the gate closed"
+        assert not reviewer.may_be_due()
+        for text in ("two", "three"):
+            outcome = await fx.ask(text, session="zr")
+            assert outcome.status == "ok"
+            assert runner.post_reply_pending == 0, "gate known closed: no task was started"
+        assert len(ran) == 1
+        # Once it may open again the hook runs (and reads the file) as before.
+        reviewer._closed_until = time.time() - 1
+        assert reviewer.may_be_due()
