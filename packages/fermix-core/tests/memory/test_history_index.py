@@ -13,7 +13,7 @@ import anyio
 import pytest
 from fermix_core.api import Fermix
 from fermix_core.hookspecs import hookimpl
-from fermix_core.memory.history_index import HistoryIndexer
+from fermix_core.memory.history_index import INDEX_STEP, HistoryIndexer
 from fermix_core.messages import Turn
 from fermix_core.specs import ModelInfo, ProviderSpec
 from fermix_core.testing import FunctionProvider
@@ -26,11 +26,13 @@ class RecordingMemory:
 
     def __init__(self) -> None:
         self.catch_ups = 0
+        self.steps: list[int | None] = []
         self.fail = False
         self.ran = anyio.Event()
 
-    async def catch_up_history(self) -> int:
+    async def catch_up_history(self, *, step: int | None = None) -> int:
         self.catch_ups += 1
+        self.steps.append(step)
         self.ran.set()
         if self.fail:
             raise RuntimeError("disk full")
@@ -45,6 +47,7 @@ async def test_a_burst_of_replies_is_one_catch_up() -> None:
     await indexer.flush()
     await indexer.flush()  # nothing new since: no second catch-up
     assert memory.catch_ups == 1
+    assert memory.steps == [INDEX_STEP], "small transactions, so turns are not held up"
     assert indexer.runs == 1
 
 
@@ -83,10 +86,10 @@ async def test_a_catch_up_cancelled_at_shutdown_is_left_for_the_closing_flush() 
     started, release = anyio.Event(), anyio.Event()
 
     class SlowMemory(RecordingMemory):
-        async def catch_up_history(self) -> int:
+        async def catch_up_history(self, *, step: int | None = None) -> int:
             started.set()
             await release.wait()
-            return await super().catch_up_history()
+            return await super().catch_up_history(step=step)
 
     memory = SlowMemory()
     indexer = HistoryIndexer(memory, delay=0)
