@@ -42,6 +42,12 @@ NOT_NEEDED = (
     "fermix_core.mcp",  # only with [mcp.servers]
     "fermix_core.channels.runtime",  # remote channels are the daemon's
     "fermix_core.sandbox.command_tools",  # only with [sandbox] expose_commands
+    "fermix_core.sandbox.policy",  # the sandbox policy is built by the first tool needing it
+    "fermix_core.sandbox.confine",
+    "fermix_core.sandbox.commands",
+    "fermix_core.sandbox.approval",
+    "fermix_core.sandbox.grants",  # the /confirm store is made by the first grant proposal
+    "fermix_core.agent.delegation",  # the delegator is built by the first sub-agent call
     "fermix_core.daemon",  # no socket, no client
     "fermix_core.setup",  # setup steps: only `fermix setup` reads them
     "fermix_core.setup_secrets",
@@ -49,6 +55,13 @@ NOT_NEEDED = (
     "fermix_core.doctor",
     "fermix_core.doctor_checks",
     "fermix_channels.setup",
+    "fermix_channels.config",  # channel config models: their secret slots come from the cache
+    "fermix_channels.telegram.config",
+    "fermix_channels.slack.config",
+    "fermix_channels.discord.config",
+    "fermix_channels.whatsapp.config",
+    "fermix_channels.signal.config",
+    "fermix_channels.acp.config",
     "fermix_tools.files.grep",  # tool implementations: definitions come from the cache
     "fermix_tools.web.fetch",
     "fermix_tools.shell.tools",
@@ -97,6 +110,7 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     assert first["code"] == 0
     assert (home / "cache" / "tool-definitions.json").exists()
     assert (home / "cache" / "skill-front-matter.json").exists()
+    assert (home / "cache" / "config-model-shapes.json").exists()
 
     second = run("second")
     assert second["code"] == 0

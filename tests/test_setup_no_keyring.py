@@ -19,6 +19,9 @@ import pytest
 
 FERMIX = shutil.which("fermix", path=os.path.dirname(sys.executable)) or "fermix"
 KEY = "sk-headless-test-4242"
+#: What any command may leave in the home without having "written" anything: its log and
+#: derived data it can rebuild (``cache/``: scans and schemas kept between processes).
+NOT_SETTINGS = ("logs/", "cache/")
 FULL = ["setup", "--non-interactive", "--provider", "openai", "--user-name", "Ada"]
 
 
@@ -58,7 +61,7 @@ def test_a_new_key_without_a_keyring_is_refused_up_front_with_the_choices(env) -
         assert choice in result.stderr
     # "nothing was written" is true: no config, no prompt files, no USER.md.
     assert "nothing was written" in result.stderr
-    assert [f for f in written_files(home) if not f.startswith("logs/")] == []
+    assert [f for f in written_files(home) if not f.startswith(NOT_SETTINGS)] == []
 
 
 def test_secrets_in_config_keeps_the_key_in_a_private_config(env) -> None:
@@ -106,7 +109,7 @@ def test_a_locked_keyring_fails_the_save_cleanly_and_writes_nothing(env) -> None
     assert "Traceback" not in result.stderr and "crash" not in result.stderr
     assert "Nothing was written" in result.stderr
     assert KEY not in result.stdout + result.stderr
-    assert [f for f in written_files(home) if not f.startswith("logs/")] == []
+    assert [f for f in written_files(home) if not f.startswith(NOT_SETTINGS)] == []
 
 
 def test_config_set_of_another_key_warns_once_that_a_plaintext_secret_stays(env) -> None:

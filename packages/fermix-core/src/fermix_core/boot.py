@@ -126,7 +126,19 @@ def assemble(
     for name, plugin in plugins:
         host.register(plugin, name)
     if entry_points:
-        host.load_entry_points(only=parse_load_filter(env.get(LOAD_PLUGINS_ENV)), disabled=disabled)
+        from fermix_core.derived_cache import DerivedCache
+        from fermix_core.plugins.discovery import scan_entry_points
+
+        # The scan reads every installed distribution's metadata; it is kept in
+        # $FERMIX_HOME/cache while nothing installed on sys.path changes (not before the
+        # home exists: read-only commands run before setup do not create it).
+        cache = DerivedCache(home, "entry-points.json", 1) if home.path.is_dir() else None
+        found = scan_entry_points(cache)
+        host.load_entry_points(
+            only=parse_load_filter(env.get(LOAD_PLUGINS_ENV)),
+            disabled=disabled,
+            entry_points=found,
+        )
     registry = host.collect(kinds)
     return Assembly(
         home=home,

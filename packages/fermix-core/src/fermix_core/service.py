@@ -190,35 +190,48 @@ class FermixService:
         service.runner = runner
         runner.skills = skills
         if caller is not None:
-            from fermix_core.agent.delegation import Delegator, routed_callers
 
-            callers, closers = routed_callers(runtime)
-            service._closers += closers
-            runner.services["delegation"] = Delegator(
-                capabilities, callers, emit=runtime.emit, tracer=tracer
-            )
-        from fermix_core.sandbox import ConfirmationStore, SandboxPolicy
-        from fermix_core.sandbox.policy import log_confinement
+            def delegator() -> Any:
+                from fermix_core.agent.delegation import Delegator, routed_callers
+
+                callers, closers = routed_callers(runtime)
+                service._closers.extend(closers)
+                return Delegator(capabilities, callers, emit=runtime.emit, tracer=tracer)
+
+            # Built by the first `subagents`/`skill_run` call: its routes, HTTP client
+            # and module would cost every turn that never delegates.
+            runner.services.provide("delegation", delegator)
         from fermix_core.secrets import SecretResolver
 
         resolver = SecretResolver(
             environ=runtime.environ, profile=config.core.fermix_core.profile, host=runtime.host
         )
-        from fermix_core.sandbox import approval as sandbox_approval
 
-        approved = await anyio.to_thread.run_sync(sandbox_approval.check, runtime.home)
-        if approved.pending:
-            log.warning("sandbox: %s", approved.message())
-        sandbox = SandboxPolicy.from_config(
-            config,
-            runtime.home.path,
-            environ=runtime.environ,
-            tracer=runner.tracer,
-            resolver=resolver,
-            section=sandbox_approval.effective_section(config, approved),
-        )
-        sandbox.ensure_workspace()
-        await anyio.to_thread.run_sync(log_confinement, sandbox)
+        def sandbox_policy() -> Any:
+            from fermix_core.sandbox import approval as sandbox_approval
+            from fermix_core.sandbox.policy import SandboxPolicy, log_confinement
+
+            approved = sandbox_approval.check(runtime.home)
+            if approved.pending:
+                log.warning("sandbox: %s", approved.message())
+            policy = SandboxPolicy.from_config(
+                config,
+                runtime.home.path,
+                environ=runtime.environ,
+                tracer=runner.tracer,
+                resolver=resolver,
+                section=sandbox_approval.effective_section(config, approved),
+            )
+            policy.ensure_workspace()
+            log_confinement(policy)
+            return policy
+
+        # The policy (approval record, workspace, the confinement probe) is built on first
+        # use: a turn that calls no tool never needs it. The daemon and MCP servers (which
+        # launch children at start) build it now, off the event loop.
+        runner.services.provide("sandbox", sandbox_policy)
+        if scheduler or config.core.mcp.servers:
+            await anyio.to_thread.run_sync(runner.services.__getitem__, "sandbox")
         from fermix_core.memory.history_index import HistoryIndexer
         from fermix_core.memory.plugin import open_backend
         from fermix_core.memory.review import MemoryReviewer
@@ -238,15 +251,19 @@ class FermixService:
                 runner.post_reply_hooks.append(hook)
                 runner.post_reply_wanted[hook] = reviewer.may_be_due
         runner.services["memory"] = memory
-        runner.confirmations = ConfirmationStore()
-        runner.confirmations.listeners.append(runner.resume_after_grant)
-        runner.services.update(
-            skills=skills,
-            registry=registry,
-            secrets=resolver,
-            sandbox=sandbox,
-            confirmations=runner.confirmations,
-        )
+
+        def confirmations() -> Any:
+            # Pending /confirm tokens: the first grant proposal or sandbox command makes
+            # the store, so a turn that never asks for access imports none of it.
+            from fermix_core.sandbox.grants import ConfirmationStore
+
+            store = ConfirmationStore()
+            store.listeners.append(runner.resume_after_grant)
+            runner.confirmations = store
+            return store
+
+        runner.services.provide("confirmations", confirmations)
+        runner.services.update(skills=skills, registry=registry, secrets=resolver)
         if config.core.mcp.servers:  # the manager's modules load only when there are servers
             from fermix_core.mcp import manager as mcp_manager
 
@@ -254,7 +271,7 @@ class FermixService:
                 config,
                 registry,
                 capabilities,
-                sandbox=sandbox,
+                sandbox=runner.services["sandbox"],
                 resolver=resolver,
                 home=runtime.home,
             )

@@ -11,7 +11,7 @@ reach for, so the same tool behaves identically in a main turn, a subagent and a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -34,6 +34,7 @@ SectionT = TypeVar("SectionT", bound=BaseModel)
 
 __all__ = [
     "NoArgs",
+    "ServiceTable",
     "Tool",
     "ToolBuildError",
     "ToolContext",
@@ -42,6 +43,7 @@ __all__ = [
     "Trust",
     "build_tool",
     "format_validation_error",
+    "services_with",
 ]
 
 
@@ -57,6 +59,117 @@ class HomeLike(Protocol):
 
     @property
     def path(self) -> Path: ...
+
+
+class _Once:
+    """A service built by *factory* on first use; every table sharing it sees one instance
+    (a tool running in a worker thread may be the first to ask, so the build is locked)."""
+
+    __slots__ = ("built", "factory", "lock", "value")
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        import threading
+
+        self.factory = factory
+        self.value: Any = None
+        self.built = False
+        self.lock = threading.Lock()
+
+    def get(self) -> Any:
+        if not self.built:
+            with self.lock:
+                if not self.built:
+                    self.value = self.factory()
+                    self.built = True
+        return self.value
+
+
+class ServiceTable(MutableMapping[str, Any]):
+    """The runtime services tool calls reach (``ctx.service(name)``), some built on first use.
+
+    A service registered with :meth:`provide` is built by its factory the first time it is
+    looked up, then kept. Copies (:meth:`with_values`, :func:`services_with`) share those
+    slots, so a turn's copy of the runner's table builds the sandbox policy once for every
+    holder, and a copy never builds anything just by being made — unlike ``{**table}``,
+    which looks every value up. Membership (``in``) and iteration never build either;
+    ``items()``/``values()`` do. Assigning a name replaces its value in this table only,
+    as with a dict copy.
+    """
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = dict(values or {})
+        self._lazy: dict[str, _Once] = {}
+
+    def provide(self, name: str, factory: Callable[[], Any]) -> None:
+        """Build *name* with *factory* when it is first looked up."""
+        self._values.pop(name, None)
+        self._lazy[name] = _Once(factory)
+
+    def built(self, name: str) -> bool:
+        """Whether *name* has a value without building anything."""
+        if name in self._values:
+            return True
+        slot = self._lazy.get(name)
+        return slot is not None and slot.built
+
+    def with_values(self, **values: Any) -> ServiceTable:
+        """A copy with *values* added; unbuilt services stay unbuilt and shared."""
+        copy = ServiceTable({**self._values, **values})
+        copy._lazy = {k: v for k, v in self._lazy.items() if k not in values}
+        return copy
+
+    def without(self, *names: str) -> ServiceTable:
+        """A copy without *names*."""
+        copy = self.with_values()
+        for name in names:
+            copy._values.pop(name, None)
+            copy._lazy.pop(name, None)
+        return copy
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        slot = self._lazy.get(name)
+        if slot is None:
+            raise KeyError(name)
+        return slot.get()
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self._lazy.pop(name, None)
+        self._values[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        if name in self._values:
+            del self._values[name]
+            self._lazy.pop(name, None)
+        else:
+            del self._lazy[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values or name in self._lazy
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._values
+        yield from (name for name in self._lazy if name not in self._values)
+
+    def __len__(self) -> int:
+        return len(self._values) + sum(1 for name in self._lazy if name not in self._values)
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"{n}{'' if self.built(n) else ' (unbuilt)'}" for n in self)
+        return f"ServiceTable({names})"
+
+
+def services_with(
+    table: Mapping[str, Any], *, drop: Sequence[str] = (), **values: Any
+) -> Mapping[str, Any]:
+    """A copy of a services *table* with *values* added and *drop* removed, building
+    nothing a :class:`ServiceTable` has not built yet (a plain mapping is copied as a dict)."""
+    if isinstance(table, ServiceTable):
+        return table.without(*drop).with_values(**values) if drop else table.with_values(**values)
+    copy = {k: v for k, v in table.items() if k not in drop}
+    copy.update(values)
+    return copy
 
 
 @dataclass

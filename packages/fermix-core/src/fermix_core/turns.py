@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +26,7 @@ from fermix_core.memory.directives import OWNER_MESSAGES_STATE
 from fermix_core.messages import ImagePart, Message, TextPart, Usage
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
-from fermix_core.tool import ToolContext, Trust
+from fermix_core.tool import ServiceTable, ToolContext, Trust, services_with
 from fermix_core.traces import Body
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,7 +143,7 @@ class TurnRunner:
         self.on_reply: list[Callable[[], None]] = []
         #: Runtime services every tool call may reach through ``ctx.service(name)``
         #: (the sandbox policy, the memory backend …), filled in by the service.
-        self.services: dict[str, Any] = {}
+        self.services: MutableMapping[str, Any] = ServiceTable()
         #: The runtime's pending sandbox confirmations (``/confirm TOKEN``).
         self.confirmations: Any = None
         #: Loaded skills, listed in the prompt (set by the service).
@@ -335,12 +335,9 @@ class TurnRunner:
             capabilities=dict(snapshot.specs),
             local=message.local,
             origin="background" if job.background else "main",
-            services={
-                **self.services,
-                "reply": job.reply,
-                "config": self.config,
-                "tracer": self.tracer,
-            },
+            services=services_with(
+                self.services, reply=job.reply, config=self.config, tracer=self.tracer
+            ),
         )
         ctx.state["run_profile"] = job.run_profile  # delegation widens its caps for ultra
         if message.message_id:

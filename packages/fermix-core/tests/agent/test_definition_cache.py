@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fermix_core import derived_cache
 from fermix_core.agent import CapabilityRegistry
 from fermix_core.agent import definition_cache as dc
 from fermix_core.home import FermixHome
@@ -44,7 +45,7 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "__init__.py").write_text("")
     (root / "tool.py").write_text(textwrap.dedent(TOOL_SOURCE))
     monkeypatch.syspath_prepend(str(root.parent))
-    monkeypatch.setattr(dc, "_stamps", {})  # a fresh process's view of the code
+    monkeypatch.setattr(derived_cache, "_stamps", {})  # a fresh process's view of the code
     yield root
     for name in [m for m in sys.modules if m.startswith("cachedemo_pkg")]:
         del sys.modules[name]
@@ -54,7 +55,7 @@ def new_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget what this process imported and stamped, as a new ``fermix ask`` would."""
     for name in [m for m in sys.modules if m.startswith("cachedemo_pkg")]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(dc, "_stamps", {})
+    monkeypatch.setattr(derived_cache, "_stamps", {})
 
 
 def wire(home: FermixHome, *specs: ToolSpec) -> dict[str, dict]:

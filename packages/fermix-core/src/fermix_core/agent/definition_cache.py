@@ -23,11 +23,9 @@ Only tools built from specs go through here; run-time tools (MCP) never do.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sys
 from typing import TYPE_CHECKING
 
+from fermix_core.derived_cache import code_key
 from fermix_core.messages import ToolDefinition
 from fermix_core.specs import ToolSpec
 
@@ -36,70 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FORMAT = 1
 FILE_NAME = "tool-definitions.json"
-#: A package tree larger than this is not stamped (and its tools are not cached): walking
-#: it on every start would cost more than building the few tools it has.
-MAX_STAMPED_FILES = 4000
-
-_stamps: dict[str, str | None] = {}
-
-
-def _tree_stamp(top: str) -> str | None:
-    """A digest of (path, size, mtime) of every ``.py`` file of top-level package *top*;
-    ``None`` when it cannot be located or is too large. Computed once per process."""
-    if top in _stamps:
-        return _stamps[top]
-    stamp: str | None = None
-    try:
-        roots = _package_roots(top)
-        if roots:
-            digest = hashlib.sha256()
-            count = 0
-            for root in roots:
-                for path, size, mtime in _walk_sources(root):
-                    count += 1
-                    if count > MAX_STAMPED_FILES:
-                        raise OverflowError(top)
-                    digest.update(f"{path}\0{size}\0{mtime}\n".encode())
-            stamp = digest.hexdigest()
-    except (OSError, ImportError, ValueError, OverflowError):
-        stamp = None
-    _stamps[top] = stamp
-    return stamp
-
-
-def _package_roots(top: str) -> list[str]:
-    module = sys.modules.get(top)
-    if module is not None:
-        paths = list(getattr(module, "__path__", []) or [])
-        file = getattr(module, "__file__", None)
-        return paths or ([file] if file else [])
-    import importlib.util
-
-    found = importlib.util.find_spec(top)  # a top-level name: finds, imports nothing
-    if found is None:
-        return []
-    if found.submodule_search_locations:
-        return list(found.submodule_search_locations)
-    return [found.origin] if found.origin and found.origin.endswith(".py") else []
-
-
-def _walk_sources(root: str) -> list[tuple[str, int, int]]:
-    if os.path.isfile(root):
-        st = os.stat(root)
-        return [(root, st.st_size, st.st_mtime_ns)]
-    found: list[tuple[str, int, int]] = []
-    pending = [root]
-    while pending:
-        with os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__":
-                        pending.append(entry.path)
-                elif entry.name.endswith(".py"):
-                    st = entry.stat()
-                    found.append((entry.path, st.st_size, st.st_mtime_ns))
-    found.sort()
-    return found
 
 
 def spec_key(spec: ToolSpec) -> str | None:
@@ -110,17 +44,8 @@ def spec_key(spec: ToolSpec) -> str | None:
     text = repr(spec)
     if " at 0x" in text:  # an object without a stable repr somewhere in the spec
         return None
-    tops = sorted({"fermix_core", *(ref.split(":")[0].split(".")[0] for ref in refs if ref)})
-    stamps = []
-    for top in tops:
-        stamp = _tree_stamp(top)
-        if stamp is None:
-            return None
-        stamps.append(f"{top}={stamp}")
-    from pydantic import VERSION as pydantic_version
-
-    material = "\n".join([text, sys.version, pydantic_version, *stamps])
-    return hashlib.sha256(material.encode()).hexdigest()
+    tops = {ref.split(":")[0].split(".")[0] for ref in refs if ref}
+    return code_key(text, tops)
 
 
 class DefinitionCache:

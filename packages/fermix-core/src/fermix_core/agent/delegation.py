@@ -31,7 +31,7 @@ import anyio
 
 from fermix_core.agent.capabilities import BRIDGE_NAMES, Capabilities
 from fermix_core.specs import PolicyClass
-from fermix_core.tool import ToolContext, Trust
+from fermix_core.tool import ToolContext, Trust, services_with
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -294,7 +294,7 @@ class Delegator:
             state=state,
             local=ctx.local,
             origin="subagent",
-            services={k: v for k, v in ctx.services.items() if k != "reply"},
+            services=services_with(ctx.services, drop=("reply",)),
         )
         prompt = "\n\n".join(part for part in (system, surface.catalog()) if part)
         loop = AgentLoop(

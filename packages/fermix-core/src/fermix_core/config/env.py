@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import copy
 import os
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fermix_core.config.messages import annotation_at, members
 from fermix_core.config.secret import SecretField
-from fermix_core.config.slots import NEVER_FROM_ENV
+from fermix_core.config.slots import NEVER_FROM_ENV, ModelShapes, holds_list
 from fermix_core.plugins.registry import SpecRegistry
-from fermix_core.specs import ChannelSpec, ProviderSpec, RefError, resolve_ref
+from fermix_core.specs import ChannelSpec, ProviderSpec
 
 #: Flags read where they are used (not overlaid onto config keys); listed for docs and doctor.
 CORE_FLAGS: dict[str, str] = {
@@ -51,12 +49,17 @@ class EnvOverlay:
     split_list: bool = False
 
 
-def _is_list(annotation: Any) -> bool:
-    return any(typing.get_origin(m) in (list, tuple, set, frozenset) for m in members(annotation))
+def env_overlays(
+    registry: SpecRegistry,
+    slots: Sequence[SecretField],
+    *,
+    shapes: ModelShapes | None = None,
+) -> list[EnvOverlay]:
+    """Every overlay the loaded plugins and core declare, deduplicated, in a stable order.
 
-
-def env_overlays(registry: SpecRegistry, slots: Sequence[SecretField]) -> list[EnvOverlay]:
-    """Every overlay the loaded plugins and core declare, deduplicated, in a stable order."""
+    *shapes* answers whether a channel key holds a list from the cache instead of importing
+    the channel's config model.
+    """
     found: dict[tuple[str, tuple[str, ...]], EnvOverlay] = {}
 
     def add(overlay: EnvOverlay) -> None:
@@ -77,15 +80,12 @@ def env_overlays(registry: SpecRegistry, slots: Sequence[SecretField]) -> list[E
                 )
             )
     for spec in registry.typed(ChannelSpec).values():
-        model = None
-        if spec.config_model is not None:
-            try:
-                model = resolve_ref(spec.config_model)
-            except RefError:
-                model = None
         for env, key in spec.env.items():
             rel = tuple(key.split("."))
-            split = model is not None and _is_list(annotation_at(model, rel))
+            split = False
+            if spec.config_model is not None:
+                ref = spec.config_model
+                split = shapes.is_list(ref, rel) if shapes is not None else holds_list(ref, rel)
             add(EnvOverlay(env, ("fermix_channels", spec.name, *rel), "channel", split))
     return sorted(found.values(), key=lambda o: (o.path, o.env))
 

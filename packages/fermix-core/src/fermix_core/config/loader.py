@@ -22,7 +22,8 @@ from fermix_core.config.errors import ConfigError, ConfigKeyError, ConfigProblem
 from fermix_core.config.messages import did_you_mean
 from fermix_core.config.models import FermixConfig, ProviderConfig
 from fermix_core.config.schema import core_owned, section_model, split, validate_data
-from fermix_core.config.slots import secret_fields
+from fermix_core.config.secret import SecretField
+from fermix_core.config.slots import ModelShapes, secret_fields
 from fermix_core.home import FermixHome
 from fermix_core.plugins.discovery import PluginRecord
 from fermix_core.plugins.registry import SpecRegistry
@@ -55,6 +56,8 @@ class LoadedConfig:
     logged_notes: set[str] = field(default_factory=set, repr=False, compare=False)
     #: Providers' own keys validated by their specs' ``config_model``, by provider name.
     provider_sections: dict[str, BaseModel] = field(default_factory=dict)
+    #: The secret slots of this file for ``registry`` (:func:`secret_fields`), listed once.
+    secret_slots: list[SecretField] | None = field(default=None, repr=False, compare=False)
 
     def provider_config(self, name: str) -> ProviderConfig | None:
         return self.core.fermix_core.providers.get(name)
@@ -193,8 +196,13 @@ def check_config(
     except ConfigError as exc:
         return ValidationReport(path, exc.problems, [], None)
     file_data = plain(doc)
-    slots = secret_fields(file_data, registry)
-    data, applied, origins = apply_env(file_data, env_overlays(registry, slots), environ)
+    # Model shapes come from $FERMIX_HOME/cache once the home exists (never created here).
+    shapes = ModelShapes(home) if home.path.is_dir() else None
+    slots = secret_fields(file_data, registry, shapes=shapes)
+    overlays = env_overlays(registry, slots, shapes=shapes)
+    if shapes is not None:
+        shapes.save()
+    data, applied, origins = apply_env(file_data, overlays, environ)
     result = validate_data(data, registry, unavailable, origins=origins)
     if result.problems or result.core is None:
         return ValidationReport(path, result.problems, result.warnings, None)
@@ -213,6 +221,7 @@ def check_config(
         registry=registry,
         env_origins=origins,
         provider_sections=result.provider_options,
+        secret_slots=slots,
     )
     return ValidationReport(path, [], result.warnings, loaded)
 

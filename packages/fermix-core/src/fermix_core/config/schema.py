@@ -439,11 +439,13 @@ class _Validator:
         self.problem(format_key(parts), message)
 
     def core_model(self) -> None:
-        try:
-            core = FermixConfig.model_validate(self.work)
-        except ValidationError as exc:
-            self.result.problems.extend(convert(exc, root=FermixConfig, origins=self.origins))
-            return
+        core = validate_present(FermixConfig, self.work)
+        if core is None:  # something is invalid: the whole model says exactly what
+            try:
+                core = FermixConfig.model_validate(self.work)
+            except ValidationError as exc:
+                self.result.problems.extend(convert(exc, root=FermixConfig, origins=self.origins))
+                return
         channels: dict[str, Any] = {}
         for path, instance in self.result.sections.items():
             parts = split(path)
@@ -528,6 +530,94 @@ class _Validator:
                 "; a plugin that provides it may have failed to load (see `fermix plugins list`)"
             )
         self.problem(format_key(parts), message)
+
+
+#: Models :func:`validate_present` assembles key by key (no validators of their own): the
+#: root and ``[fermix_core]``. Every section below them is validated by its own model.
+_ASSEMBLED: frozenset[type[BaseModel]] = frozenset({FermixConfig, CoreConfig})
+
+
+def validate_present(model: type[BaseModel], data: Any) -> Any:
+    """*data* validated against *model*, building only the models of the sections present.
+
+    Building the validator of :class:`FermixConfig` means building all 25 core models,
+    though a typical file has two or three sections. Here the root and ``[fermix_core]``
+    are assembled key by key: each present key is validated by its own model (or its
+    field type), each absent section gets its defaults (what validating an empty table
+    gives; defaults are never validated), and the result equals
+    ``model.model_validate(data)``. ``None`` when any part is invalid (or not a table),
+    so the caller validates the whole to report every problem with its path. The sweep
+    has already removed the keys no model owns.
+    """
+    if not isinstance(data, Mapping):
+        return None
+    values: dict[str, Any] = {}
+    present: set[str] = set()
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        if key not in data:
+            if info.is_required() or getattr(info, "default_factory_takes_data", False):
+                return None
+            values[name] = _default(info)
+            continue
+        present.add(name)
+        raw = data[key]
+        inner = info.annotation
+        try:
+            if inner in _ASSEMBLED:
+                values[name] = validate_present(inner, raw)  # type: ignore[arg-type]
+                if values[name] is None:
+                    return None
+            elif isinstance(inner, type) and issubclass(inner, BaseModel):
+                values[name] = inner.model_validate(raw)
+            elif model is CoreConfig and name == "providers" and isinstance(raw, Mapping):
+                values[name] = {k: ProviderConfig.model_validate(v) for k, v in raw.items()}
+            else:
+                values[name] = _field_adapter(model, name).validate_python(raw)
+        except ValidationError:
+            return None
+    if len(present) != len(data):
+        return None  # a key no field owns (the sweep reports those) or an alias clash
+    return model.model_construct(_fields_set=present, **values)
+
+
+def _default(info: Any) -> Any:
+    """A field's default as validating an absent key gives it, without building a model:
+    a section's default factory is its model's defaults, built the same way."""
+    factory = info.default_factory
+    if factory is None:
+        return copy.deepcopy(info.default)
+    if isinstance(factory, type) and issubclass(factory, BaseModel):
+        return _defaults_of(factory)
+    return factory()
+
+
+def _defaults_of(model: type[BaseModel]) -> BaseModel:
+    fields = model.model_fields.values()
+    if any(i.is_required() or getattr(i, "default_factory_takes_data", False) for i in fields):
+        return model()  # not a defaults-only model: let pydantic build and run it
+    values = {name: _default(info) for name, info in model.model_fields.items()}
+    return model.model_construct(_fields_set=set(), **values)
+
+
+_adapters: dict[tuple[type[BaseModel], str], Any] = {}
+
+
+def _field_adapter(model: type[BaseModel], name: str) -> Any:
+    """A validator for one field of a core model (its type, constraints and strictness)."""
+    adapter = _adapters.get((model, name))
+    if adapter is None:
+        from pydantic import ConfigDict, TypeAdapter
+
+        from fermix_core.config.messages import field_annotation
+
+        info = model.model_fields[name]
+        annotation = field_annotation(model, info.alias or name)
+        strict = bool(model.model_config.get("strict"))
+        adapter = _adapters[(model, name)] = TypeAdapter(
+            annotation, config=ConfigDict(strict=strict)
+        )
+    return adapter
 
 
 def validate_data(

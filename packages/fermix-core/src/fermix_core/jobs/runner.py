@@ -46,7 +46,7 @@ from fermix_core.jobs.records import JobRecord, JobStoreError, RunRecord
 from fermix_core.jobs.store import JobStore
 from fermix_core.messages import Message
 from fermix_core.provider import ChatRequest, ErrorKind, ProviderError
-from fermix_core.tool import ToolContext, Trust
+from fermix_core.tool import ToolContext, Trust, services_with
 
 __all__ = [
     "JOB_SYSTEM_PROMPT",
@@ -231,7 +231,7 @@ class JobRunner:
         self.clock = clock
         self.home = home
         self.deliverer = deliverer
-        self.services = dict(services or {})
+        self.services = services_with(services or {})
         self.network_readiness = network_readiness
         self.probe = probe
         self.emit = emit
@@ -365,7 +365,7 @@ class JobRunner:
             local=False,
             origin="job",
             state={"job_id": job.id},
-            services={**self.services, "config": self.config, "tracer": self.tracer},
+            services=services_with(self.services, config=self.config, tracer=self.tracer),
         )
 
     # ------------------------------------------------------------------ the run

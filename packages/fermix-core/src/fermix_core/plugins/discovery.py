@@ -178,6 +178,104 @@ def discover(
     return records
 
 
+# --------------------------------------------------------------------------- the scan cache
+
+#: What the scan cache keeps of each entry point: name, value, distribution name, version.
+_Row = tuple[str, str, str | None, str | None]
+
+
+@dataclass(frozen=True)
+class _Dist:
+    name: str
+    version: str | None
+
+
+@dataclass(frozen=True)
+class CachedEntryPoint:
+    """An entry point as the scan cache remembers it (what :func:`discover` reads)."""
+
+    name: str
+    value: str
+    dist: _Dist | None
+
+
+def installed_stamp(path: Sequence[str] | None = None) -> str:
+    """A digest of what is installed on *path* (``sys.path``): every ``*.dist-info`` and
+    ``*.egg-info`` entry of each directory, with the size and modification time of its
+    ``entry_points.txt``; archives by size and mtime. Installing, removing, upgrading or
+    re-declaring any distribution changes it."""
+    import hashlib
+    import sys
+
+    digest = hashlib.sha256()
+    for entry in sys.path if path is None else path:
+        where = entry or "."
+        try:
+            if os.path.isfile(where):
+                st = os.stat(where)
+                digest.update(f"{where}\0file\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                continue
+            with os.scandir(where) as found:
+                names = sorted(
+                    e.name for e in found if e.name.endswith((".dist-info", ".egg-info"))
+                )
+        except OSError:
+            digest.update(f"{where}\0absent\n".encode())
+            continue
+        digest.update(f"{where}\0dir\n".encode())
+        for name in names:
+            try:
+                st = os.stat(os.path.join(where, name, "entry_points.txt"))
+                mark = f"{st.st_size}:{st.st_mtime_ns}"
+            except OSError:
+                mark = "-"
+            digest.update(f"{name}\0{mark}\n".encode())
+    return digest.hexdigest()
+
+
+def scan_entry_points(cache: Any = None) -> list[Any]:
+    """The ``fermix`` entry points installed now; with *cache* (a
+    :class:`~fermix_core.derived_cache.DerivedCache`), the rows kept for the same
+    :func:`installed_stamp` instead of reading every distribution's metadata again."""
+    key = installed_stamp() if cache is not None else None
+    if cache is not None:
+        rows = cache.get(ENTRY_POINT_GROUP, key)
+        if _valid_rows(rows):
+            return [
+                CachedEntryPoint(n, v, _Dist(d, ver) if d is not None else None)
+                for n, v, d, ver in rows
+            ]
+    found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    if cache is not None:
+        rows_out: list[_Row] = []
+        identities: dict[int, tuple[str, str | None]] = {}
+        for ep in found:
+            dist = getattr(ep, "dist", None)
+            identity = None
+            if dist is not None:
+                identity = identities.get(id(dist))
+                if identity is None:
+                    identity = identities[id(dist)] = (dist.name, dist.version)
+            rows_out.append((ep.name, ep.value, *(identity or (None, None))))
+        cache.put(ENTRY_POINT_GROUP, key, rows_out)
+        cache.save()
+    return found
+
+
+def _valid_rows(rows: Any) -> bool:
+    if not isinstance(rows, list):
+        return False
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 4):
+            return False
+        name, value, dist, version = row
+        if not (isinstance(name, str) and isinstance(value, str)):
+            return False
+        if not all(x is None or isinstance(x, str) for x in (dist, version)):
+            return False
+    return True
+
+
 def load_filter_from_env(
     environ: dict[str, str] | os._Environ[str] | None = None,
 ) -> frozenset[str] | None:

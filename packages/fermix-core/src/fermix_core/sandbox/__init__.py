@@ -16,31 +16,50 @@ limits of the checks.
 
 from __future__ import annotations
 
-from fermix_core.sandbox.commands import CommandRefused
-from fermix_core.sandbox.confine import ConfinementUnavailable, Launch
-from fermix_core.sandbox.exec import CommandResult, run_command
-from fermix_core.sandbox.grants import (
-    ConfirmationError,
-    ConfirmationStore,
-    GrantError,
-    PendingChange,
-    Proposal,
-    propose_grant,
-)
-from fermix_core.sandbox.policy import SandboxDenied, SandboxPolicy
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "CommandRefused",
-    "CommandResult",
-    "ConfinementUnavailable",
-    "ConfirmationError",
-    "ConfirmationStore",
-    "GrantError",
-    "Launch",
-    "PendingChange",
-    "Proposal",
-    "SandboxDenied",
-    "SandboxPolicy",
-    "propose_grant",
-    "run_command",
-]
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fermix_core.sandbox.commands import CommandRefused as CommandRefused
+    from fermix_core.sandbox.confine import ConfinementUnavailable as ConfinementUnavailable
+    from fermix_core.sandbox.confine import Launch as Launch
+    from fermix_core.sandbox.exec import CommandResult as CommandResult
+    from fermix_core.sandbox.exec import run_command as run_command
+    from fermix_core.sandbox.grants import ConfirmationError as ConfirmationError
+    from fermix_core.sandbox.grants import ConfirmationStore as ConfirmationStore
+    from fermix_core.sandbox.grants import GrantError as GrantError
+    from fermix_core.sandbox.grants import PendingChange as PendingChange
+    from fermix_core.sandbox.grants import Proposal as Proposal
+    from fermix_core.sandbox.grants import propose_grant as propose_grant
+    from fermix_core.sandbox.policy import SandboxDenied as SandboxDenied
+    from fermix_core.sandbox.policy import SandboxPolicy as SandboxPolicy
+
+#: Exported name -> its module. Names resolve on first access, so a run that only keeps
+#: confirmations (``grants``) does not import the policy, the command screen and the
+#: confinement code until a tool needs the policy.
+_LAZY: dict[str, str] = {
+    "CommandRefused": "commands",
+    "CommandResult": "exec",
+    "ConfinementUnavailable": "confine",
+    "ConfirmationError": "grants",
+    "ConfirmationStore": "grants",
+    "GrantError": "grants",
+    "Launch": "confine",
+    "PendingChange": "grants",
+    "Proposal": "grants",
+    "SandboxDenied": "policy",
+    "SandboxPolicy": "policy",
+    "propose_grant": "grants",
+    "run_command": "exec",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fermix_core.sandbox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"fermix_core.sandbox.{module}"), name)
+    globals()[name] = value
+    return value

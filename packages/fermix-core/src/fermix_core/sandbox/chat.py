@@ -58,7 +58,12 @@ class _Runtime:
         self.table: MutableMapping[str, Any] | None = (
             table if isinstance(table, MutableMapping) else None
         )
-        self.store: ConfirmationStore | None = getattr(services, "confirmations", None)
+        # The runtime's store is a service of the table (made on first use); a bare
+        # services object may carry one as an attribute instead.
+        store = self.table.get("confirmations") if self.table is not None else None
+        self.store: ConfirmationStore | None = (
+            store if store is not None else getattr(services, "confirmations", None)
+        )
         self.home = getattr(services, "home", None)
         self.config = getattr(services, "config", None)
         self.registry = getattr(self.config, "registry", None)
