@@ -332,14 +332,18 @@ class SqliteWorker:
         self._in_flight += len(calls)
         self._queue.put(calls)
 
-    def _flush_one(self, call: _Call) -> None:
-        call.run()
+    def _found_locked(self, call: _Call) -> bool:
+        """Whether *call* failed because the file was locked, before anything ran."""
         error = call.error
-        if (
+        return (
             isinstance(error, sqlite3.OperationalError)
             and _is_locked(error)
             and not self.conn.in_transaction
-        ):
+        )
+
+    def _flush_one(self, call: _Call) -> None:
+        call.run()
+        if self._found_locked(call):
             # Another process holds the write lock and nothing ran: wait for it on the thread.
             self._to_thread([call])
             return
@@ -410,12 +414,7 @@ class SqliteWorker:
     def _run_alone(self, call: _Call) -> None:
         self.batches += 1
         call.run()
-        error = call.error
-        if (
-            isinstance(error, sqlite3.OperationalError)
-            and _is_locked(error)
-            and not self.conn.in_transaction
-        ):
+        if self._found_locked(call):
             # It found the file locked before anything ran: once more, waiting this time.
             self.conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             try:
