@@ -39,6 +39,7 @@ ABSENT = (
     "websockets",
     "starlette",
     "uvicorn",
+    "httptools",
 )
 
 

@@ -8,18 +8,41 @@ that never makes a TLS connection. :class:`DeferredTrustContext` is a verifying 
 context that loads its trust store on the first handshake instead; the verification
 itself is the one httpx would do (``SSL_CERT_FILE``, then ``SSL_CERT_DIR``, then
 certifi's bundle).
+
+Its transport (:class:`PooledTransport`) is httpx's own with three changes that matter when
+many requests share the pool (a channel's replies to a hundred chats at once):
+
+* **a cheap stale check.** Before every request httpcore asks each pooled connection whether
+  its socket is readable (an idle connection the server closed is); through anyio that built
+  a dict of socket attributes and called ``getpeername`` per connection per request. The
+  network backend here keeps the raw socket and answers with one ``poll``;
+* **no keep-alive churn.** ``max_keepalive_connections`` equals ``max_connections``: with
+  httpx's 20 of 100, a burst of more than 20 concurrent requests made the pool close idle
+  connections at every checkout and open new ones;
+* **a stale connection is retried once.** A request sent on a reused keep-alive connection
+  that the server had just closed (the reset or EOF arrives before any response byte) never
+  reached the application, so it is sent again at once on a fresh connection — what
+  browsers and Go's client do — instead of failing as a network error.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import re
+import select
 import ssl
 import sys
 import threading
 from typing import Any
 
+log = logging.getLogger("fermix.http")
+
 #: Idle keep-alive connections older than this are discarded at checkout.
 KEEPALIVE_EXPIRY_SECONDS = 15.0
+#: Connections per pool (httpx's default); all of them may stay alive while idle.
+MAX_CONNECTIONS = 100
 
 
 class DeferredTrustContext(ssl.SSLContext):
@@ -74,13 +97,250 @@ class DeferredTrustContext(ssl.SSLContext):
         return super().wrap_bio(*args, **kwargs)
 
 
-def runtime_client(**kwargs: Any) -> Any:
-    """The runtime-wide ``httpx.AsyncClient``: keep-alive expiry, no redirects, and a
-    verifying TLS context that loads its certificates only when a TLS connection opens.
-    Keyword arguments are passed on to ``httpx.AsyncClient``."""
+def _readable(sock: Any) -> bool:
+    """Whether *sock* has something to read now (for an idle connection: the server's EOF)."""
+    try:
+        fd = sock.fileno()
+    except (AttributeError, OSError):
+        return True
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+#: Send a request's head and body in one write (see ``Stream.write``).
+COALESCE_WRITES = True
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*0*[1-9][0-9]*[ \t]*\r\n", re.IGNORECASE)
+
+
+def _announces_body(buffer: bytes) -> bool:
+    """Whether *buffer* is a complete request head announcing a non-empty body by length."""
+    return buffer.endswith(b"\r\n\r\n") and _CONTENT_LENGTH.search(buffer) is not None
+
+
+def _network_backend() -> Any:
+    """httpcore's anyio backend with streams that keep their raw socket (built lazily: the
+    classes subclass httpcore's, imported with httpx)."""
+    import httpcore
+
+    class Stream(httpcore.AsyncNetworkStream):
+        __slots__ = ("_held", "_inner", "_sock")
+
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+            self._sock = inner.get_extra_info("socket")
+            self._held: bytes | None = None
+
+        async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            if self._held is not None:  # never wait for an answer to bytes not yet sent
+                held, self._held = self._held, None
+                await self._inner.write(held, timeout)
+            return await self._inner.read(max_bytes, timeout)
+
+        async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            if self._held is not None:
+                buffer, self._held = self._held + buffer, None
+            elif COALESCE_WRITES and _announces_body(buffer):
+                # httpcore writes a request's head and its body separately: two sends, two
+                # wake-ups of the peer. The head waits for the body (the next write).
+                self._held = bytes(buffer)
+                return
+            await self._inner.write(buffer, timeout)
+
+        async def aclose(self) -> None:
+            self._held = None
+            await self._inner.aclose()
+
+        async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(await self._inner.start_tls(*args, **kwargs))
+
+        def get_extra_info(self, info: str) -> Any:
+            if info == "is_readable":
+                return self._sock is None or _readable(self._sock)
+            if info == "socket":
+                return self._sock
+            return self._inner.get_extra_info(info)
+
+    class Backend(httpcore.AsyncNetworkBackend):
+        def __init__(self) -> None:
+            self._inner = httpcore.AnyIOBackend()
+
+        async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(await self._inner.connect_tcp(*args, **kwargs))
+
+        async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(await self._inner.connect_unix_socket(*args, **kwargs))
+
+        async def sleep(self, seconds: float) -> None:
+            await self._inner.sleep(seconds)
+
+    return Backend()
+
+
+#: How often (at most) the pool looks at every idle connection for expiry and surplus.
+FULL_SCAN_SECONDS = 1.0
+
+
+@functools.cache
+def _pool_class() -> Any:
+    """httpcore's connection pool with an O(connections) checkout instead of a scan of
+    every connection (a readability syscall each, and a quadratic idle count) per request.
+
+    On every checkout and release, httpcore 1.0 asked *every* idle connection whether it
+    had expired or was readable, and for each idle one counted all connections again: with
+    50 connections open (50 replies in flight) that was most of a delivery's CPU. Here only
+    the connection about to be used is checked (an expired or server-closed one is closed
+    and the next one tried); the full sweep — expired idle connections, idle ones over
+    ``max_keepalive_connections`` — runs at most every :data:`FULL_SCAN_SECONDS`. Which
+    requests get which connections, and when new ones open, is httpcore's own rule.
+    """
+    import time
+
+    import httpcore
+
+    class Pool(httpcore.AsyncConnectionPool):
+        full_scan_seconds = FULL_SCAN_SECONDS
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._next_sweep = 0.0
+
+        def _sweep(self, closing: list[Any]) -> None:
+            idle = 0
+            for connection in list(self._connections):
+                if connection.is_closed():
+                    self._connections.remove(connection)
+                elif connection.has_expired():
+                    self._connections.remove(connection)
+                    closing.append(connection)
+                elif connection.is_idle():
+                    idle += 1
+                    if idle > self._max_keepalive_connections:
+                        self._connections.remove(connection)
+                        closing.append(connection)
+
+        def _usable(self, origin: Any, closing: list[Any]) -> Any:
+            connections = self._connections
+            index = 0
+            while index < len(connections):
+                connection = connections[index]
+                if connection.can_handle_request(origin) and connection.is_available():
+                    if not connection.has_expired():
+                        return connection
+                    del connections[index]  # expired, or the server closed it
+                    closing.append(connection)
+                    continue
+                if connection.is_closed():
+                    del connections[index]
+                    continue
+                index += 1
+            return None
+
+        def _assign_requests_to_connections(self) -> list[Any]:
+            closing: list[Any] = []
+            now = time.monotonic()
+            if now >= self._next_sweep:
+                self._next_sweep = now + self.full_scan_seconds
+                self._sweep(closing)
+            for pool_request in self._requests:
+                if not pool_request.is_queued():
+                    continue
+                origin = pool_request.request.url.origin
+                connection = self._usable(origin, closing)
+                if connection is None:
+                    if len(self._connections) >= self._max_connections:
+                        idle = next((c for c in self._connections if c.is_idle()), None)
+                        if idle is None:
+                            continue  # every connection busy: the request waits its turn
+                        self._connections.remove(idle)
+                        closing.append(idle)
+                    connection = self.create_connection(origin)
+                    self._connections.append(connection)
+                pool_request.assign_to_connection(connection)
+            return closing
+
+    if not callable(getattr(httpcore.AsyncConnectionPool, "_assign_requests_to_connections", None)):
+        return httpcore.AsyncConnectionPool  # another httpcore: its own pool, unchanged
+    return Pool
+
+
+@functools.cache
+def _transport_class() -> Any:
     import httpx
 
-    kwargs.setdefault("limits", httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS))
+    class PooledTransport(httpx.AsyncHTTPTransport):
+        """httpx's transport over a pool with the cheap stale check, and one immediate
+        retry of a request that failed on a reused connection before any response byte."""
+
+        def __init__(self, *, verify: Any, limits: Any, trust_env: bool = True) -> None:
+            super().__init__(verify=verify, limits=limits, trust_env=trust_env)
+            self._pool = _pool_class()(
+                ssl_context=httpx.create_ssl_context(verify=verify, trust_env=trust_env),
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                network_backend=_network_backend(),
+            )
+            #: Requests sent again after a stale connection (tests and benchmarks read it).
+            self.stale_retries = 0
+
+        def _reusing(self, request: Any) -> bool:
+            import httpcore
+
+            origin = httpcore.URL(str(request.url)).origin
+            return any(
+                connection.is_idle() and connection.can_handle_request(origin)
+                for connection in self._pool.connections
+            )
+
+        async def handle_async_request(self, request: Any) -> Any:
+            reusing = self._reusing(request)
+            try:
+                return await super().handle_async_request(request)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                # Only a body we can send again (bytes, not a one-shot stream), and only
+                # when an idle connection was there to be reused: a fresh connection that
+                # fails is a real failure, reported as one.
+                if not reusing or not isinstance(request.stream, httpx.ByteStream):
+                    raise
+                log.debug(
+                    "%s %s: stale keep-alive connection (%r); sending again",
+                    request.method,
+                    request.url.host,
+                    exc,
+                )
+                self.stale_retries += 1
+                return await super().handle_async_request(request)
+
+    return PooledTransport
+
+
+_TRANSPORT_OPTIONS = frozenset({"http1", "http2", "cert"})
+
+
+def runtime_client(**kwargs: Any) -> Any:
+    """The runtime-wide ``httpx.AsyncClient``: keep-alive expiry, no redirects, a verifying
+    TLS context that loads its certificates only when a TLS connection opens, and the
+    pooled transport above. Keyword arguments are passed on to ``httpx.AsyncClient``."""
+    import httpx
+
+    kwargs.setdefault(
+        "limits",
+        httpx.Limits(
+            max_connections=MAX_CONNECTIONS,
+            max_keepalive_connections=MAX_CONNECTIONS,
+            keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
+        ),
+    )
     kwargs.setdefault("follow_redirects", False)
-    kwargs.setdefault("verify", DeferredTrustContext(trust_env=kwargs.get("trust_env", True)))
-    return httpx.AsyncClient(**kwargs)
+    verify = kwargs.pop("verify", None)
+    if verify is None:
+        verify = DeferredTrustContext(trust_env=kwargs.get("trust_env", True))
+    # Transport-level settings of httpx's own (HTTP/2, client certificates) keep its transport.
+    if "transport" not in kwargs and not _TRANSPORT_OPTIONS & kwargs.keys():
+        kwargs["transport"] = _transport_class()(
+            verify=verify, limits=kwargs["limits"], trust_env=kwargs.get("trust_env", True)
+        )
+    return httpx.AsyncClient(verify=verify, **kwargs)

@@ -12,6 +12,7 @@ import anyio
 import httpx
 import pytest
 from fermix_core.channel import WebhookRequest, WebhookResponse, WebhookRoute
+from fermix_core.channels import ingress as ingress_module
 from fermix_core.channels.ingress import HttpIngress, app_factory, build_app, resolve_bind
 
 pytestmark = pytest.mark.anyio
@@ -37,12 +38,15 @@ def ready_state(flag: list[bool]) -> Any:
     return ready
 
 
-@pytest.fixture(params=["eager", "lazy"])
+@pytest.fixture(params=["eager-httptools", "lazy-httptools", "eager-h11", "lazy-h11"])
 async def served(
-    request: pytest.FixtureRequest,
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Recorder, list[bool], list[str]]]:
     """Every test runs against an app built up front and one built on the first connection
-    (what the daemon does): the lazy server's first request is each test's first request."""
+    (what the daemon does): the lazy server's first request is each test's first request.
+    Both under httptools' parser (the default) and h11's (where httptools is missing)."""
+    built, parser = request.param.split("-")
+    monkeypatch.setattr(ingress_module, "http_implementation", lambda: parser)
     recorder = Recorder()
     flag = [False]
     routes = [
@@ -57,7 +61,7 @@ async def served(
         "routes": routes,
         "max_body_bytes": 1000,
     }
-    if request.param == "eager":
+    if built == "eager":
         app, paths = build_app(**options)
         ingress = HttpIngress(app, bind="127.0.0.1", port=0, routes=paths)
     else:
@@ -215,3 +219,44 @@ def test_an_ingress_takes_an_app_or_a_factory() -> None:
         HttpIngress()
     with pytest.raises(TypeError):
         HttpIngress(object(), make_app=object)
+
+
+def test_httptools_parses_when_installed_and_idle_connections_outlive_their_senders() -> None:
+    from fermix_core.channels.ingress import KEEP_ALIVE_SECONDS, _quiet_server
+
+    server = _quiet_server(build_app(live=dict, ready=lambda: (True, {}))[0], 5.0)
+    assert server.config.http == "httptools"  # a dependency of fermix-core
+    # Longer than a sender's or proxy's own idle timeout (httpx 5 s, proxies 60-75 s), so
+    # the sender closes first and never reuses a connection the server is closing.
+    assert server.config.timeout_keep_alive == KEEP_ALIVE_SECONDS >= 75
+
+
+async def test_one_keep_alive_connection_carries_many_deliveries(served) -> None:
+    """A platform's sender reuses its connection: raw HTTP/1.1, one socket, 20 requests."""
+    client, recorder, _, _ = served
+    url = httpx.URL(str(client.base_url))
+    stream = await anyio.connect_tcp(url.host, url.port)
+    async with stream:
+        for n in range(20):
+            body = b"delivery %d" % n
+            await stream.send(
+                b"POST /webhook/hook HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+            answer = b""
+            while not answer.endswith(b'{"ok":true}'):
+                answer += await stream.receive()
+            assert answer.startswith(b"HTTP/1.1 202 ")
+    assert [r.body for r in recorder.requests] == [b"delivery %d" % n for n in range(20)]
+
+
+async def test_webhook_paths_answer_other_methods_as_before(served) -> None:
+    """Webhook routes are served ahead of Starlette; what they do not take still gets
+    Starlette's answers: 405 for a method the route lacks, HEAD for a GET route."""
+    client, recorder, _, _ = served
+    assert (await client.put("/webhook/hook", content=b"x")).status_code == 405
+    assert (await client.get("/webhook/big")).status_code == 405
+    head = await client.head("/webhook/hook")
+    assert head.status_code == 202 and head.content == b""
+    assert recorder.requests[-1].method == "HEAD"
+    assert (await client.post("/webhook/hook/", content=b"x")).status_code in (307, 404)

@@ -442,3 +442,90 @@ async def test_a_default_on_channel_this_install_cannot_build_is_quiet_until_con
     levels = {r.levelno for r in caplog.records if "'quiet'" in r.getMessage()}
     assert levels == {logging.INFO}
     assert any(r.levelno == logging.ERROR and "'loud'" in r.getMessage() for r in caplog.records)
+
+
+async def test_typing_shows_only_for_a_turn_that_runs_a_while(monkeypatch) -> None:
+    """Queued turns show no indicator; a running one does, renewed until it is done."""
+    from fermix_core.channels import runtime as channel_runtime
+    from fermix_core.gateway.types import TurnJob
+
+    monkeypatch.setattr(channel_runtime, "TYPING_AFTER", 0.01)
+    calls: list[tuple[str, bool]] = []
+    typed = anyio.Event()
+    rechecked = anyio.Event()
+
+    def job_for(chat: str) -> Any:
+        message = InboundMessage(channel="fake", chat_id=chat, sender_id=chat, text="hi")
+        return TurnJob(message=message, trust=None, reply=None)  # type: ignore[arg-type]
+
+    queued, running, instant = job_for("queued"), job_for("running"), job_for("instant")
+    running.started = True
+
+    async def typing(chat_id: str, thread_id: str | None = None) -> None:
+        jobs = {"queued": queued, "running": running, "instant": instant}
+        calls.append((chat_id, jobs[chat_id].started))
+        if chat_id == "running" and len([c for c in calls if c[0] == "running"]) >= 2:
+            typed.set()
+
+    class Spy(channel_runtime._Typist):
+        def _push(self, when: float, entry: Any) -> None:
+            if entry.job is queued and self._order >= 3:
+                rechecked.set()  # the queued turn was looked at again, still not started
+            super()._push(when, entry)
+
+    async with anyio.create_task_group() as tg:
+        typist = Spy(tg)
+        instant.done.set()
+        for job in (queued, running, instant):
+            typist.watch(typing, job.message, job, every=0.01)
+        with anyio.fail_after(30):
+            await typed.wait()  # renewed while it runs
+            await rechecked.wait()
+        running.done.set()
+        queued.started = True
+        with anyio.fail_after(30):
+            while not any(chat == "queued" for chat, _ in calls):
+                await rechecked.wait()
+                rechecked = anyio.Event()
+        queued.done.set()
+        tg.cancel_scope.cancel()
+    assert all(chat != "instant" for chat, _ in calls)  # done before its first check
+    assert all(started for _, started in calls)  # never for a turn still queued
+
+
+async def test_typing_indicators_are_rate_limited_per_channel(monkeypatch) -> None:
+    """A flood of slow turns does not turn into a flood of typing calls."""
+    from fermix_core.channels import runtime as channel_runtime
+    from fermix_core.gateway.types import TurnJob
+
+    monkeypatch.setattr(channel_runtime, "TYPING_AFTER", 0.0)
+    typed: list[str] = []
+    settled, called = anyio.Event(), anyio.Event()
+
+    async def typing(chat_id: str, thread_id: str | None = None) -> None:
+        typed.append(chat_id)
+        called.set()
+
+    class Spy(channel_runtime._Typist):
+        def _push(self, when: float, entry: Any) -> None:
+            super()._push(when, entry)
+            if self.skipped >= 4:
+                settled.set()
+
+    jobs = []
+    for n in range(5):
+        message = InboundMessage(channel="fake", chat_id=f"c{n}", sender_id=f"c{n}", text="hi")
+        job = TurnJob(message=message, trust=None, reply=None)  # type: ignore[arg-type]
+        job.started = True
+        jobs.append(job)
+    async with anyio.create_task_group() as tg:
+        typist = Spy(tg, rate=1.0)  # one per second, a burst of one
+        for job in jobs:
+            typist.watch(typing, job.message, job, every=60.0)
+        with anyio.fail_after(30):
+            await settled.wait()
+            await called.wait()  # the allowed call runs in its own task
+        for job in jobs:
+            job.done.set()
+        tg.cancel_scope.cancel()
+    assert len(typed) == 1 and typist.skipped == 4

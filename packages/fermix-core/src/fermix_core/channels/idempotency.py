@@ -11,8 +11,15 @@ versioned apart from the conversation store and the memory tables that share the
 Rows are bounded by age: an id older than :data:`RETENTION_S` (7 days — WhatsApp's retry
 horizon) is forgotten, by a prune at open and then at most once an hour.
 
-One connection, used by one worker thread at a time (a ``CapacityLimiter(1)``), so the
-event loop never blocks on SQLite.
+One connection, owned by a :class:`~fermix_core.sqlite_worker.SqliteWorker`: a claim is one
+short autocommit statement on a small ``WITHOUT ROWID`` table, so it runs on the event loop
+while the worker's thread is idle (no thread hop per delivery: under a webhook flood two
+hops per delivery cost more than the statements, and each woke a thread that contended for
+the GIL with the loop), and queues on the thread — where claims that arrive together share
+one transaction — while another call runs there or the file is locked by another process
+(the loop never waits for a lock). Checkpoints run on their own thread
+(:class:`~fermix_core.sqlite_worker.Checkpointer`); this connection never checkpoints, so no
+``fsync`` happens on the loop.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from fermix_core.sqlite_files import create_private, open_connection, use_wal
+from fermix_core.sqlite_worker import Checkpointer, SqliteWorker, write_transaction
 
 __all__ = [
     "COMPONENT",
@@ -68,6 +77,49 @@ _CLAIM = (
 )
 
 _PRUNE = "DELETE FROM channel_seen_ids WHERE seen_at < ?"
+_RELEASE = "DELETE FROM channel_seen_ids WHERE channel = ? AND platform_id = ?"
+_SEEN = "SELECT 1 FROM channel_seen_ids WHERE channel = ? AND platform_id = ? AND seen_at >= ?"
+
+
+# The worker's calls: each one whole unit of work (one statement, or a write transaction
+# that nests as a savepoint when claims share a batch's transaction).
+
+
+def _claim(
+    conn: sqlite3.Connection, channel: str, platform_id: str, now: float, cutoff: float, prune: bool
+) -> bool:
+    if not prune:
+        return conn.execute(_CLAIM, (channel, platform_id, now, cutoff)).rowcount == 1
+    with write_transaction(conn):
+        claimed = conn.execute(_CLAIM, (channel, platform_id, now, cutoff)).rowcount == 1
+        conn.execute(_PRUNE, (cutoff,))
+    return claimed
+
+
+def _release(conn: sqlite3.Connection, channel: str, platform_id: str) -> None:
+    conn.execute(_RELEASE, (channel, platform_id))
+
+
+def _seen(conn: sqlite3.Connection, channel: str, platform_id: str, cutoff: float) -> bool:
+    return conn.execute(_SEEN, (channel, platform_id, cutoff)).fetchone() is not None
+
+
+def _prune(conn: sqlite3.Connection, cutoff: float) -> int:
+    return conn.execute(_PRUNE, (cutoff,)).rowcount
+
+
+def _count(conn: sqlite3.Connection, channel: str | None) -> int:
+    if channel is None:
+        row: Any = conn.execute("SELECT COUNT(*) FROM channel_seen_ids").fetchone()
+    else:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM channel_seen_ids WHERE channel = ?", (channel,)
+        ).fetchone()
+    return int(row[0])
+
+
+_BATCHABLE = frozenset({_claim, _release, _seen, _prune, _count})
+_READ_ONLY = frozenset({_seen, _count})
 
 
 class IdempotencyError(Exception):
@@ -120,6 +172,9 @@ def connect(path: Path) -> sqlite3.Connection:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+        # Checkpoints are the Checkpointer's (its own thread): a commit of a claim on the
+        # event loop must never turn into a checkpoint and its fsync.
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
     except IdempotencyError:
         conn.close()
         raise
@@ -152,8 +207,15 @@ class SeenIds:
         self.path = path
         self.retention_s = retention_s
         self._clock = clock
-        self._limiter = anyio.CapacityLimiter(1)
         self._last_prune = clock()
+        self.checkpointer = Checkpointer(path, name="fermix-seen-ids-checkpoint")
+        self.worker = SqliteWorker(
+            conn,
+            name="fermix-seen-ids",
+            batchable=_BATCHABLE,
+            read_only=_READ_ONLY,
+            on_commit=self.checkpointer.note_commit,
+        )
 
     @classmethod
     async def open(
@@ -172,7 +234,14 @@ class SeenIds:
         """Close the connection; safe to call twice."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
+            # Queued behind every call already waiting; calls after it find the record closed.
+            await self.worker.call(conn.close)
+            self.worker.stop()
+            await anyio.to_thread.run_sync(self._join_threads)
+
+    def _join_threads(self) -> None:
+        self.worker.join()
+        self.checkpointer.close()
 
     async def __aenter__(self) -> SeenIds:
         return self
@@ -180,89 +249,56 @@ class SeenIds:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         conn = self._conn
         if conn is None:
             raise IdempotencyError(f"the channel seen-ids record at {self.path} is closed")
-
-        def call() -> T:
+        try:
+            result = await self.worker.call_inline(fn, conn, *args)
+        except sqlite3.ProgrammingError as exc:
             if self._conn is None:
                 raise IdempotencyError(
                     f"the channel seen-ids record at {self.path} was closed while a call waited"
-                )
-            return fn(conn)
-
-        try:
-            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+                ) from exc
+            raise self._failed(exc) from exc
         except sqlite3.Error as exc:
-            raise IdempotencyError(
-                f"the channel seen-ids record at {self.path} failed ({type(exc).__name__}: "
-                f"{exc}); check free disk space and that the file is writable"
-            ) from exc
+            raise self._failed(exc) from exc
+        # A call that ran inline never yielded: yield once, so a flood of deliveries cannot
+        # starve the loop's other tasks (replies, timers). Shielded, so a claim that landed
+        # is always returned to the caller, who releases it if the hand-off fails.
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        return result
+
+    def _failed(self, exc: sqlite3.Error) -> IdempotencyError:
+        return IdempotencyError(
+            f"the channel seen-ids record at {self.path} failed ({type(exc).__name__}: "
+            f"{exc}); check free disk space and that the file is writable"
+        )
 
     # ------------------------------------------------------------------ operations
 
     async def claim(self, channel: str, platform_id: str) -> bool:
         """Record the pair; ``True`` when it is new, ``False`` for a duplicate."""
         now = self._clock()
-        cutoff = now - self.retention_s
         prune = now - self._last_prune >= PRUNE_EVERY_S
         if prune:
             self._last_prune = now
-
-        def run(conn: sqlite3.Connection) -> bool:
-            claimed = conn.execute(_CLAIM, (channel, platform_id, now, cutoff)).rowcount == 1
-            if prune:
-                conn.execute(_PRUNE, (cutoff,))
-            return claimed
-
-        return await self._call(run)
+        return await self._call(_claim, channel, platform_id, now, now - self.retention_s, prune)
 
     async def release(self, channel: str, platform_id: str) -> None:
         """Forget a claim whose hand-off failed, so the platform's retry is accepted."""
-
-        def run(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "DELETE FROM channel_seen_ids WHERE channel = ? AND platform_id = ?",
-                (channel, platform_id),
-            )
-
-        await self._call(run)
+        await self._call(_release, channel, platform_id)
 
     async def seen(self, channel: str, platform_id: str) -> bool:
         """Whether the pair was claimed within the retention window (a pure query)."""
-        cutoff = self._clock() - self.retention_s
-
-        def run(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(
-                "SELECT 1 FROM channel_seen_ids WHERE channel = ? AND platform_id = ? "
-                "AND seen_at >= ?",
-                (channel, platform_id, cutoff),
-            ).fetchone()
-            return row is not None
-
-        return await self._call(run)
+        return await self._call(_seen, channel, platform_id, self._clock() - self.retention_s)
 
     async def prune(self) -> int:
         """Forget every id older than the retention window; returns how many."""
         cutoff = self._clock() - self.retention_s
         self._last_prune = self._clock()
-
-        def run(conn: sqlite3.Connection) -> int:
-            return conn.execute(_PRUNE, (cutoff,)).rowcount
-
-        return await self._call(run)
+        return await self._call(_prune, cutoff)
 
     async def count(self, channel: str | None = None) -> int:
         """How many ids are recorded (for one channel, or all)."""
-
-        def run(conn: sqlite3.Connection) -> int:
-            if channel is None:
-                row: Any = conn.execute("SELECT COUNT(*) FROM channel_seen_ids").fetchone()
-            else:
-                row = conn.execute(
-                    "SELECT COUNT(*) FROM channel_seen_ids WHERE channel = ?", (channel,)
-                ).fetchone()
-            return int(row[0])
-
-        return await self._call(run)
+        return await self._call(_count, channel)

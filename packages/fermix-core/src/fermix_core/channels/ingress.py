@@ -1,8 +1,12 @@
 """The daemon's HTTP ingress: one ASGI app for health and every adapter's webhook routes.
 
-Starlette routes the requests and uvicorn serves them (h11, no extras): both are small,
-well kept, and mean this module owns no HTTP parsing. Adapters never see either: a webhook
-route is a framework-free :class:`~fermix_core.channel.WebhookRoute` whose handler takes a
+uvicorn serves the app (with httptools' parser, h11 where httptools is missing) and
+Starlette routes health and everything unknown: both are small, well kept, and mean this
+module owns no HTTP parsing. A webhook request (the one kind that comes in floods) is
+matched by exact method and path ahead of Starlette's middleware and router and served by
+a small ASGI endpoint with the same answers (statuses, headers, caps). Adapters never see
+either: a webhook route is a framework-free
+:class:`~fermix_core.channel.WebhookRoute` whose handler takes a
 :class:`~fermix_core.channel.WebhookRequest` (raw body bytes, lower-cased headers) and
 returns a :class:`~fermix_core.channel.WebhookResponse`.
 
@@ -34,6 +38,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 import anyio
 
@@ -54,6 +59,8 @@ log = logging.getLogger("fermix.ingress")
 BIND_ENV = "FERMIX_HTTP_BIND"
 DEFAULT_BIND = "127.0.0.1"
 RESERVED_PREFIX = "/health"
+#: How long an idle keep-alive connection is kept open (see :func:`_quiet_server`).
+KEEP_ALIVE_SECONDS = 75
 
 
 @dataclass
@@ -103,49 +110,96 @@ def _json(status: int, payload: Any) -> Any:
     )
 
 
-class _TooLarge(Exception):
-    pass
+def _text_type(media_type: str) -> str:
+    """``media_type`` as Starlette's ``Response`` sends it (``text/*`` gets a charset)."""
+    if media_type.startswith("text/") and "charset=" not in media_type.lower():
+        return f"{media_type}; charset=utf-8"
+    return media_type
 
 
-async def _read_capped(request: Any, cap: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None:
+async def _respond(
+    send: Callable[[dict[str, Any]], Any],
+    status: int,
+    body: bytes,
+    content_type: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """One complete response, with the headers Starlette's ``Response`` would send."""
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    names = {name for name, _ in raw}
+    if b"content-length" not in names and not (status < 200 or status in (204, 304)):
+        raw.append((b"content-length", str(len(body)).encode("latin-1")))
+    if content_type and b"content-type" not in names:
+        raw.append((b"content-type", _text_type(content_type).encode("latin-1")))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _WebhookEndpoint:
+    """One adapter route as a plain ASGI app: cap the body, build the framework-free
+    :class:`~fermix_core.channel.WebhookRequest`, call the handler, send its answer.
+
+    The ingress calls it directly for its exact path and methods, ahead of Starlette's
+    middleware and router (a webhook is the one request that comes in floods), and
+    Starlette mounts the same object for what it routes there otherwise (``HEAD``).
+    """
+
+    def __init__(self, channel: str, route: WebhookRoute, cap: int) -> None:
+        self.channel = channel
+        self.route = route
+        self.limit = min(route.max_body_bytes, cap)
+
+    async def _body(self, scope: Mapping[str, Any], receive: Any) -> bytes | None:
+        """The body, ``None`` when it is over the cap; raises ``_Disconnected``."""
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    if int(value) > self.limit:
+                        return None
+                except ValueError:
+                    return None
+                break
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                return None
+            if not message.get("more_body", False):
+                return bytes(body)
+
+    async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        route, channel = self.route, self.channel
+        method = scope["method"]
         try:
-            if int(declared) > cap:
-                raise _TooLarge
-        except ValueError:
-            raise _TooLarge from None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > cap:
-            raise _TooLarge
-    return bytes(body)
-
-
-def _endpoint(channel: str, route: WebhookRoute, cap: int) -> Callable[[Any], Any]:
-    from starlette.responses import Response
-
-    limit = min(route.max_body_bytes, cap)
-
-    async def endpoint(request: Any) -> Any:
-        try:
-            body = await _read_capped(request, limit)
-        except _TooLarge:
-            log.warning("%s %s: body over %d bytes refused", request.method, route.path, limit)
-            return Response(b"request body too large\n", status_code=413, media_type="text/plain")
-        webhook_request = WebhookRequest(
-            method=request.method,
-            path=request.url.path,
-            query={key: request.query_params.getlist(key)[0] for key in request.query_params},
-            headers={key.lower(): value for key, value in request.headers.items()},
+            body = await self._body(scope, receive)
+        except _Disconnected:
+            return  # the sender is gone: nobody to answer
+        if body is None:
+            log.warning("%s %s: body over %d bytes refused", method, route.path, self.limit)
+            await _respond(send, 413, b"request body too large\n", "text/plain")
+            return
+        query: dict[str, str] = {}
+        if scope.get("query_string"):
+            for key, value in parse_qsl(
+                scope["query_string"].decode("latin-1"), keep_blank_values=True
+            ):
+                query.setdefault(key, value)
+        request = WebhookRequest(
+            method=method,
+            path=scope["path"],
+            query=query,
+            headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
             body=body,
         )
         try:
-            answer = await route.handler(webhook_request)
+            answer = await route.handler(request)
         except Exception:
             log.exception("channel %s: webhook handler for %s failed", channel, route.path)
-            return Response(b"internal error\n", status_code=500, media_type="text/plain")
+            await _respond(send, 500, b"internal error\n", "text/plain")
+            return
         if not isinstance(answer, WebhookResponse):
             log.error(
                 "channel %s: webhook handler for %s returned %s, not a WebhookResponse",
@@ -153,15 +207,29 @@ def _endpoint(channel: str, route: WebhookRoute, cap: int) -> Callable[[Any], An
                 route.path,
                 type(answer).__name__,
             )
-            return Response(b"internal error\n", status_code=500, media_type="text/plain")
-        return Response(
-            answer.body,
-            status_code=answer.status,
-            media_type=answer.content_type,
-            headers=dict(answer.headers),
-        )
+            await _respond(send, 500, b"internal error\n", "text/plain")
+            return
+        await _respond(send, answer.status, answer.body, answer.content_type, answer.headers)
 
-    return endpoint
+
+class _Disconnected(Exception):
+    pass
+
+
+class _Ingress:
+    """The ASGI app: webhook routes first (by exact method and path), then Starlette."""
+
+    def __init__(self, app: Any, webhooks: Mapping[tuple[str, str], _WebhookEndpoint]) -> None:
+        self.app = app
+        self.webhooks = webhooks
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            endpoint = self.webhooks.get((scope["method"], scope["path"]))
+            if endpoint is not None:
+                await endpoint(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def build_app(
@@ -171,7 +239,7 @@ def build_app(
     routes: Sequence[tuple[str, WebhookRoute]] = (),
     max_body_bytes: int = 1_048_576,
 ) -> tuple[Any, list[str]]:
-    """The Starlette app and the webhook paths it serves (``METHOD /path`` each).
+    """The ASGI app and the webhook paths it serves (``METHOD /path`` each).
 
     A route on a reserved path (``/health…``) or one whose path and method another channel
     already claimed is skipped with an error in the log.
@@ -231,10 +299,14 @@ def app_factory(
             Route("/health/live", health_live, methods=["GET"]),
             Route("/health/ready", health_ready, methods=["GET"]),
         ]
+        webhooks: dict[tuple[str, str], _WebhookEndpoint] = {}
         for channel, route, methods in accepted:
-            endpoint = _endpoint(channel, route, max_body_bytes)
+            endpoint = _WebhookEndpoint(channel, route, max_body_bytes)
+            # Also in Starlette's table: it answers 405 for other methods, HEAD for GET.
             table.append(Route(route.path, endpoint, methods=methods))
-        return Starlette(routes=table)
+            for method in methods:
+                webhooks[(method, route.path)] = endpoint
+        return _Ingress(Starlette(routes=table), webhooks)
 
     return make, served
 
@@ -342,6 +414,13 @@ class HttpIngress:
         return _quiet_server(self.make_app(), self.graceful_timeout)
 
 
+def http_implementation() -> str:
+    """uvicorn's HTTP/1.1 protocol: ``"httptools"`` when it is installed, else ``"h11"``."""
+    from importlib.util import find_spec
+
+    return "httptools" if find_spec("httptools") is not None else "h11"
+
+
 def _quiet_server(app: Any, graceful_timeout: float) -> Any:
     """uvicorn's server without its signal handling: the daemon owns SIGTERM/SIGINT
     (uvicorn would replace the handlers and re-raise the signal when it stops)."""
@@ -354,6 +433,15 @@ def _quiet_server(app: Any, graceful_timeout: float) -> Any:
 
     config = uvicorn.Config(
         app,
+        # httptools (llhttp, in C) parses a request in a fraction of h11's time; h11 stays
+        # the fallback where the wheel is missing. Both are imported here, with the first
+        # connection, so an idle daemon holds neither.
+        http=http_implementation(),
+        # Longer than any webhook sender's or proxy's idle timeout (nginx 75 s, load
+        # balancers 60 s, httpx 5 s): the client always closes an idle connection first.
+        # With uvicorn's 5 s a sender idle for 5 s could reuse the connection just as the
+        # server closed it, and its request was reset (ReadError) without being read.
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         lifespan="off",
         # Webhooks are plain HTTP: no WebSocket protocol is loaded (an upgrade request is
         # answered as HTTP, and no route accepts one anyway).

@@ -23,6 +23,7 @@ outbound times — is what ``fermix status``, ``fermix doctor`` and ``/health/re
 
 from __future__ import annotations
 
+import heapq
 import logging
 import random
 import re
@@ -218,11 +219,17 @@ PortFactory = Callable[[Channel, ChannelSpec, "_Slot", "ChannelRuntime"], Any]
 
 #: How often the typing indicator is renewed while a turn runs (platforms show it ~5 s).
 TYPING_EVERY = 4.0
-#: A turn answered sooner than this shows no typing indicator at all: the reply itself
-#: arrives first, and the platform call (WhatsApp marks the message read with it) is saved.
+#: A turn answered sooner than this (once it runs) shows no typing indicator at all: the
+#: reply itself arrives first, and the platform call (WhatsApp marks the message read with
+#: it) is saved. A turn still queued behind its conversation's others shows none either.
 TYPING_AFTER = 0.5
 #: A turn longer than this stops renewing the indicator.
 TYPING_MAX = 600.0
+#: Typing indicators per second per channel, at most (bursts of as many). Each is a platform
+#: call; under a flood (many turns slow only because they share the loop) they would cost
+#: as much as the replies and slow every turn further. An indicator over the rate is
+#: skipped; the turn's next renewal tries again.
+TYPING_RATE = 10.0
 
 
 def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: ChannelRuntime) -> Any:
@@ -251,6 +258,99 @@ def default_port(channel: Channel, spec: ChannelSpec, slot: _Slot, runtime: Chan
         health.last_delivery_error_at = time.time()
 
     return OutboundPort(channel, features, on_sent=sent, on_failed=failed, emit=runtime.emit)
+
+
+class _Typist:
+    """Every turn's typing indicator, from one task.
+
+    A turn shows the indicator once it has been *running* for :data:`TYPING_AFTER` (a
+    message waiting in its conversation's queue shows none, and an instant reply none
+    either), renewed every *every* seconds until it is done, for at most
+    :data:`TYPING_MAX`. Watching a turn is a heap push, not a task and a timer of its own:
+    under a webhook flood thousands of turns are queued at once, and a task per delivery
+    (each with its cancel scope) cost more than the deliveries themselves — and its
+    indicator calls went out for turns that had not even started.
+    """
+
+    def __init__(self, task_group: anyio.abc.TaskGroup, rate: float | None = None) -> None:
+        self._tg = task_group
+        self._due: list[tuple[float, int, _Typing]] = []
+        self._order = 0
+        self._wake = anyio.Event()
+        self._running = False
+        self.rate = TYPING_RATE if rate is None else rate
+        #: Per channel: (tokens, when they were counted).
+        self._buckets: dict[str, tuple[float, float]] = {}
+        #: Indicators skipped over the rate (the benchmark reports it).
+        self.skipped = 0
+
+    def _allow(self, channel: str, now: float) -> bool:
+        tokens, then = self._buckets.get(channel, (self.rate, now))
+        tokens = min(self.rate, tokens + (now - then) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[channel] = (tokens - 1.0 if allowed else tokens, now)
+        return allowed
+
+    def watch(
+        self, typing: Callable[..., Any], message: InboundMessage, job: Any, every: float
+    ) -> None:
+        self._push(time.monotonic() + TYPING_AFTER, _Typing(typing, message, job, every))
+        if not self._running:
+            self._running = True
+            self._tg.start_soon(self._serve, name="channel typing indicators")
+
+    def _push(self, when: float, entry: _Typing) -> None:
+        self._order += 1
+        first = not self._due or when < self._due[0][0]
+        heapq.heappush(self._due, (when, self._order, entry))
+        if first:
+            self._wake.set()
+
+    async def _serve(self) -> None:
+        due = self._due
+        while True:
+            self._wake = anyio.Event()
+            if not due:
+                await self._wake.wait()
+                continue
+            wait = due[0][0] - time.monotonic()
+            if wait > 0:
+                with anyio.move_on_after(wait):
+                    await self._wake.wait()
+                continue
+            _, _, entry = heapq.heappop(due)
+            job = entry.job
+            if job.done.is_set():
+                continue
+            now = time.monotonic()
+            if not job.started:  # still queued behind its conversation's other turns
+                self._push(now + TYPING_AFTER, entry)
+                continue
+            if entry.since is None:
+                entry.since = now
+            elif now - entry.since >= TYPING_MAX:
+                continue
+            if self._allow(entry.message.channel, now):
+                self._tg.start_soon(self._type, entry)
+            else:
+                self.skipped += 1
+            self._push(now + entry.every, entry)
+
+    async def _type(self, entry: _Typing) -> None:
+        try:
+            await entry.typing(entry.message.chat_id, entry.message.thread_id)
+        except Exception as exc:  # best effort: never the runtime's (or a turn's) failure
+            log.debug("typing indicator for %s failed: %s", entry.message.chat_id, exc)
+
+
+@dataclass(eq=False)
+class _Typing:
+    typing: Callable[..., Any]
+    message: InboundMessage
+    job: Any
+    every: float
+    #: When the first indicator went out (the TYPING_MAX clock).
+    since: float | None = None
 
 
 class RuntimeHost:
@@ -421,6 +521,7 @@ class ChannelRuntime:
         self.slots: dict[str, _Slot] = {}
         self._changed = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._typist: _Typist | None = None
         self._started: list[_Slot] = []
 
     @classmethod
@@ -636,24 +737,11 @@ class ChannelRuntime:
             job is not None
             and callable(typing)
             and getattr(slot.channel, "supports_typing", False)
-            and self._task_group is not None
+            and self._typist is not None
         ):
             every = float(getattr(slot.channel, "typing_interval", TYPING_EVERY) or TYPING_EVERY)
-            self._task_group.start_soon(self._typing, typing, message, job, every)
+            self._typist.watch(typing, message, job, every)
         return DeliveryResult.ACCEPTED, job
-
-    async def _typing(self, typing: Any, message: InboundMessage, job: Any, every: float) -> None:
-        """Renew the typing indicator until the turn is done (or for at most TYPING_MAX).
-
-        Nothing is sent for a turn done within ``TYPING_AFTER``.
-        """
-        with anyio.move_on_after(TYPING_AFTER):
-            await job.done.wait()
-        with anyio.move_on_after(TYPING_MAX):
-            while not job.done.is_set():
-                await typing(message.chat_id, message.thread_id)
-                with anyio.move_on_after(every):
-                    await job.done.wait()
 
     # ------------------------------------------------------------------ supervision
 
@@ -663,6 +751,7 @@ class ChannelRuntime:
         self.plan()
         async with anyio.create_task_group() as tg:
             self._task_group = tg
+            self._typist = _Typist(tg)
             for slot in self.slots.values():
                 if slot.supervised:
                     self._started.append(slot)
@@ -674,6 +763,7 @@ class ChannelRuntime:
                     await self._stop_all()
                 tg.cancel_scope.cancel()
         self._task_group = None
+        self._typist = None
 
     async def _stop_all(self) -> None:
         for slot in reversed(self._started):
