@@ -247,7 +247,9 @@ class FermixService:
                 memory, caller, runtime.home, config, emit=runtime.emit
             )
             if reviewer.enabled:
-                runner.post_reply_hooks.append(reviewer.review_after_reply)
+                hook = reviewer.review_after_reply
+                runner.post_reply_hooks.append(hook)
+                runner.post_reply_wanted[hook] = reviewer.may_be_due
         runner.services["memory"] = memory
 
         def confirmations() -> Any:

@@ -17,7 +17,13 @@ connection is never used by two threads at once. This module is that thread, mad
   each caller gets its own outcome, as if there had been no batch.
 * **No hop at all when the thread is idle.** :meth:`SqliteWorker.call_inline` runs a call
   directly on the event loop when nothing is queued or running on the thread (so the
-  connection is free): a sequential turn pays no thread switch. It runs with
+  connection is free) and no other task is ready to run: a sequential turn pays no thread
+  switch.
+* **Concurrent calls batch.** When other tasks are ready (many conversations at once), a
+  call waits for the end of the loop's current iteration; the calls made in it go to the
+  thread as one queue item and share one transaction (one ``COMMIT``; SQLite's work, which
+  releases the GIL, overlaps the loop's on a second core). A call collected alone still
+  runs on the loop while the thread is idle. It runs with
   ``busy_timeout = 0``, so the loop never waits for another process's lock: a call that
   finds the file locked (``BEGIN IMMEDIATE`` refused before anything ran) goes to the thread
   and waits there. (The connection itself runs with ``busy_timeout = 0``; the thread sets
@@ -118,7 +124,7 @@ def read_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 class _Call:
-    __slots__ = ("args", "done", "error", "fn", "future", "kwargs", "loop", "result")
+    __slots__ = ("args", "done", "error", "fn", "future", "kwargs", "loop", "on_thread", "result")
 
     def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         self.fn = fn
@@ -129,6 +135,8 @@ class _Call:
         self.done: threading.Event | None = None
         self.result: Any = None
         self.error: BaseException | None = None
+        #: Handed to the thread (counted in ``SqliteWorker._in_flight`` until answered).
+        self.on_thread = False
 
     def run(self) -> None:
         try:
@@ -142,6 +150,16 @@ class _Call:
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether *loop* has other callbacks ready to run now (other tasks mid-turn).
+
+    Reads the ready queue of asyncio's own loop; a loop without one (uvloop) says no, so
+    every call runs inline at once as it would alone.
+    """
+    ready = getattr(loop, "_ready", None)
+    return bool(ready)
 
 
 def _settle(calls: list[_Call]) -> None:
@@ -193,6 +211,8 @@ class SqliteWorker:
         self.inline = 0
         #: Calls handed to the thread and not yet answered (counted on the loop side).
         self._in_flight = 0
+        #: Calls collected on the loop during this iteration, run together by _flush.
+        self._pending: list[_Call] = []
         self._stopped = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -232,15 +252,19 @@ class SqliteWorker:
         """:meth:`call`, run on the loop itself while the thread has nothing to do.
 
         Only for *batchable* calls (one short transaction each). Under another event loop
-        than asyncio, or while calls are queued, it is :meth:`call`.
+        than asyncio it is :meth:`call`. When other tasks are ready to run, or calls are on
+        the thread, the call is collected with the others of the same loop iteration
+        (:meth:`_collect`): several go to the thread as one transaction.
         """
         await anyio.lowlevel.checkpoint_if_cancelled()
-        if self._in_flight or self._stopped or fn not in self.batchable:
+        if self._stopped or fn not in self.batchable:
             return await self.call(fn, *args, **kwargs)
         try:
-            asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
             return await self.call(fn, *args, **kwargs)
+        if self._in_flight or self._pending or _others_ready(loop):
+            return await self._collect(loop, _Call(fn, args, kwargs))
         try:
             result = fn(*args, **kwargs)
         except sqlite3.OperationalError as exc:
@@ -254,6 +278,81 @@ class SqliteWorker:
         if self.on_commit is not None and fn not in self.read_only:
             self.on_commit()
         return result
+
+    async def _collect(self, loop: asyncio.AbstractEventLoop, call: _Call) -> Any:
+        """Wait for *call* to run with the others made in the same turn of the loop.
+
+        Other tasks are ready (or calls are on the thread), so more calls are likely to come
+        before the loop next polls: the first call schedules :meth:`_flush` for the loop's
+        next iteration, and every call made until then runs in the same transaction.
+        """
+        call.loop = loop
+        call.future = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        self._pending.append(call)
+        try:
+            with anyio.CancelScope(shield=True):
+                return await call.future
+        finally:
+            if call.on_thread:
+                self._in_flight -= 1
+
+    def _flush(self) -> None:
+        """On the loop: run the calls collected since the last flush.
+
+        Several calls go to the thread together, as one queue item, so they share its next
+        transaction (one ``COMMIT`` for all, and SQLite's work overlaps the loop's on the
+        other core). One call alone runs here as :meth:`call_inline` would, unless calls
+        are on the thread already (it then joins them there). Every caller is answered only
+        after its ``COMMIT``.
+        """
+        pending, self._pending = self._pending, []
+        for start in range(0, len(pending), self.max_batch):
+            chunk = pending[start : start + self.max_batch]
+            try:
+                if self._stopped:
+                    raise sqlite3.ProgrammingError("the connection's thread has stopped")
+                if self._in_flight or len(chunk) > 1:
+                    self._to_thread(chunk)
+                else:
+                    self._flush_one(chunk[0])
+            except BaseException as exc:
+                # Never leave a caller waiting: whoever was not answered gets the error.
+                for call in chunk:
+                    if not call.on_thread:
+                        call.error = exc
+                _settle([call for call in chunk if not call.on_thread])
+                if not isinstance(exc, Exception):
+                    raise
+
+    def _to_thread(self, calls: list[_Call]) -> None:
+        for call in calls:
+            call.on_thread = True
+        self._in_flight += len(calls)
+        self._queue.put(calls)
+
+    def _found_locked(self, call: _Call) -> bool:
+        """Whether *call* failed because the file was locked, before anything ran."""
+        error = call.error
+        return (
+            isinstance(error, sqlite3.OperationalError)
+            and _is_locked(error)
+            and not self.conn.in_transaction
+        )
+
+    def _flush_one(self, call: _Call) -> None:
+        call.run()
+        if self._found_locked(call):
+            # Another process holds the write lock and nothing ran: wait for it on the thread.
+            self._to_thread([call])
+            return
+        self.calls += 1
+        self.batches += 1
+        self.inline += 1
+        if self.on_commit is not None and call.fn not in self.read_only:
+            self.on_commit()
+        _settle([call])
 
     def stop(self) -> None:
         """Let the thread finish the calls already queued, then end; returns at once."""
@@ -273,20 +372,27 @@ class SqliteWorker:
             held = None
             if first is _STOP:
                 return
-            batch = [first]
-            if first.fn in self.batchable:
+            # A list is the calls the loop collected in one of its iterations.
+            batch = list(first) if isinstance(first, list) else [first]
+            if batch[0].fn in self.batchable:
                 while len(batch) < self.max_batch:
                     try:
                         nxt = get_nowait()
                     except queue.Empty:
                         break
-                    if nxt is _STOP or nxt.fn not in self.batchable:
+                    if isinstance(nxt, list) and len(batch) + len(nxt) <= self.max_batch:
+                        batch.extend(nxt)
+                        continue
+                    if nxt is _STOP or isinstance(nxt, list):
+                        held = nxt
+                        break
+                    if nxt.fn not in self.batchable:
                         held = nxt
                         break
                     batch.append(nxt)
             self.calls += len(batch)
             if len(batch) == 1:
-                self._run_alone(first)
+                self._run_alone(batch[0])
             else:
                 self._run_batch(batch)
             self._answer(batch)
@@ -308,12 +414,7 @@ class SqliteWorker:
     def _run_alone(self, call: _Call) -> None:
         self.batches += 1
         call.run()
-        error = call.error
-        if (
-            isinstance(error, sqlite3.OperationalError)
-            and _is_locked(error)
-            and not self.conn.in_transaction
-        ):
+        if self._found_locked(call):
             # It found the file locked before anything ran: once more, waiting this time.
             self.conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             try:
@@ -335,6 +436,19 @@ class SqliteWorker:
             for call in batch:
                 call.error = exc
             return
+        if not self._shared_transaction(batch, writes):
+            # Nothing of the batch landed: run each call on its own, so each caller gets the
+            # outcome it would have had without the batch.
+            for call in batch:
+                self._run_alone(call)
+
+    def _shared_transaction(self, batch: list[_Call], writes: bool) -> bool:
+        """After ``BEGIN``: each call in its own savepoint, then ``COMMIT``.
+
+        Whether the transaction was kept; if not, it is rolled back (``on_rollback`` told)
+        and no call of *batch* landed.
+        """
+        conn = self.conn
         self.batches += 1
         intact = True
         for call in batch:
@@ -354,16 +468,13 @@ class SqliteWorker:
         if intact:
             if writes and self.on_commit is not None:
                 self.on_commit()
-            return
+            return True
         with contextlib.suppress(sqlite3.Error):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
         if self.on_rollback is not None:
             self.on_rollback()
-        # Nothing of the batch landed: run each call on its own, so each caller gets the
-        # outcome it would have had without the batch.
-        for call in batch:
-            self._run_alone(call)
+        return False
 
     def _answer(self, batch: list[_Call]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[_Call]] = {}

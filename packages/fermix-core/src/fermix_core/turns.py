@@ -135,6 +135,9 @@ class TurnRunner:
         #: Called with the conversation id after every committed reply (memory review
         #: plugs in here); each failure is logged and never reaches the user.
         self.post_reply_hooks: list[Callable[[int], Any]] = []
+        #: Optional per hook: a cheap check run at each reply; when it says no, the hook is
+        #: not run for that reply (and no post-reply task starts when no other work is due).
+        self.post_reply_wanted: dict[Callable[[int], Any], Callable[[], bool]] = {}
         #: Called (synchronously, on the loop) after every committed reply; each must only
         #: note the fact and return at once (the history indexer schedules itself).
         self.on_reply: list[Callable[[], None]] = []
@@ -510,12 +513,16 @@ class TurnRunner:
                 log.exception("reply listener %r failed", note)
         if self.task_group is None:
             return
-        if not self.post_reply_hooks and not self._compaction_due(usage, model):
+        hooks = self.post_reply_hooks
+        if hooks and self.post_reply_wanted:
+            wanted = self.post_reply_wanted
+            hooks = [hook for hook in hooks if (check := wanted.get(hook)) is None or check()]
+        if not hooks and not self._compaction_due(usage, model):
             return  # nothing to run after this reply: no task for it
         if self._post_reply_pending == 0:
             self._post_reply_idle = anyio.Event()
         self._post_reply_pending += 1
-        self.task_group.start_soon(self._post_reply, conversation_id, usage, model)
+        self.task_group.start_soon(self._post_reply, conversation_id, usage, model, hooks)
 
     @property
     def post_reply_pending(self) -> int:
@@ -526,18 +533,30 @@ class TurnRunner:
         """Return once no post-reply work is running (a daemon-less caller's exit waits)."""
         await self._post_reply_idle.wait()
 
-    async def _post_reply(self, conversation_id: int, usage: Usage, model: str | None) -> None:
+    async def _post_reply(
+        self,
+        conversation_id: int,
+        usage: Usage,
+        model: str | None,
+        hooks: list[Callable[[int], Any]],
+    ) -> None:
         """Supervised: nothing here can fail a reply that was already delivered."""
         try:
-            await self._post_reply_work(conversation_id, usage, model)
+            await self._post_reply_work(conversation_id, usage, model, hooks)
         finally:
             self._post_reply_pending -= 1
             if self._post_reply_pending == 0:
                 self._post_reply_idle.set()
 
-    async def _post_reply_work(self, conversation_id: int, usage: Usage, model: str | None) -> None:
+    async def _post_reply_work(
+        self,
+        conversation_id: int,
+        usage: Usage,
+        model: str | None,
+        hooks: list[Callable[[int], Any]],
+    ) -> None:
         try:
-            for hook in self.post_reply_hooks:
+            for hook in hooks:
                 try:
                     await hook(conversation_id)
                 except Exception:

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from fermix_core.api import Fermix
 from fermix_core.hookspecs import hookimpl
-from fermix_core.memory.history_index import HistoryIndexer
+from fermix_core.memory.history_index import INDEX_STEP, HistoryIndexer
 from fermix_core.messages import Turn
 from fermix_core.specs import ModelInfo, ProviderSpec
 from fermix_core.testing import FunctionProvider
@@ -26,11 +26,13 @@ class RecordingMemory:
 
     def __init__(self) -> None:
         self.catch_ups = 0
+        self.steps: list[int | None] = []
         self.fail = False
         self.ran = anyio.Event()
 
-    async def catch_up_history(self) -> int:
+    async def catch_up_history(self, *, step: int | None = None) -> int:
         self.catch_ups += 1
+        self.steps.append(step)
         self.ran.set()
         if self.fail:
             raise RuntimeError("disk full")
@@ -45,6 +47,7 @@ async def test_a_burst_of_replies_is_one_catch_up() -> None:
     await indexer.flush()
     await indexer.flush()  # nothing new since: no second catch-up
     assert memory.catch_ups == 1
+    assert memory.steps == [INDEX_STEP], "small transactions, so turns are not held up"
     assert indexer.runs == 1
 
 
@@ -83,10 +86,10 @@ async def test_a_catch_up_cancelled_at_shutdown_is_left_for_the_closing_flush() 
     started, release = anyio.Event(), anyio.Event()
 
     class SlowMemory(RecordingMemory):
-        async def catch_up_history(self) -> int:
+        async def catch_up_history(self, *, step: int | None = None) -> int:
             started.set()
             await release.wait()
-            return await super().catch_up_history()
+            return await super().catch_up_history(step=step)
 
     memory = SlowMemory()
     indexer = HistoryIndexer(memory, delay=0)
@@ -184,3 +187,39 @@ async def test_a_failing_reply_listener_never_reaches_the_reply(fermix_home, cap
         assert runner.post_reply_pending == 0, "no post-reply work: no task was started"
     mark, top, _ = indexed(fermix_home.memory_db)
     assert mark == top, "the indexer, after the broken listener, still noted the reply"
+
+
+async def test_a_reply_while_the_review_gate_is_known_closed_starts_no_post_reply_task(
+    fermix_home,
+) -> None:
+    import time
+
+    from fermix_core.memory.review import ReviewState
+
+    config = {"fermix_core": {**CONFIG["fermix_core"], "memory": {"review_enabled": True}}}
+    async with Fermix.open(fermix_home, config=config, plugins=[("providers.echo", Echo())]) as fx:
+        runner = fx.service.runner
+        (hook,) = runner.post_reply_hooks
+        reviewer = hook.__self__
+        reviewer.directory.mkdir(parents=True, exist_ok=True)
+        ReviewState(last_run=time.time(), last_success=time.time()).save(reviewer.state_path)
+        ran: list[int] = []
+
+        async def counted(conversation_id: int):
+            ran.append(conversation_id)
+            return await hook(conversation_id)
+
+        runner.post_reply_hooks[0] = counted
+        runner.post_reply_wanted[counted] = runner.post_reply_wanted.pop(hook)
+        await fx.ask("one", session="zr")
+        await runner.post_reply_drained()
+        assert len(ran) == 1, "the first reply reads the state file and finds the gate closed"
+        assert not reviewer.may_be_due()
+        for text in ("two", "three"):
+            outcome = await fx.ask(text, session="zr")
+            assert outcome.status == "ok"
+            assert runner.post_reply_pending == 0, "gate known closed: no task was started"
+        assert len(ran) == 1
+        # Once it may open again the hook runs (and reads the file) as before.
+        reviewer._closed_until = time.time() - 1
+        assert reviewer.may_be_due()

@@ -172,3 +172,42 @@ async def test_a_search_leaves_a_large_history_backlog_to_the_catch_up(
         assert_counts_match(path)
     finally:
         await backend.aclose()
+
+
+async def test_a_stepped_catch_up_leaves_the_write_lock_free_between_transactions(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """With a step, each transaction indexes at most that many messages, and between two
+    of them another connection (the conversation store) takes the write lock at once."""
+    path = await new_home(tmp_path)
+    backend = await SqliteMemoryBackend.open(path)
+    other = raw(path)
+    other.execute("PRAGMA busy_timeout = 0")  # a turn on the loop never waits for a lock
+    covered: list[int] = []
+    real = sqlite_engine.SyncMemory.catch_up_batch
+
+    def stepped(self, limit=None):
+        result = real(self, limit)
+        covered.append(result)
+        return result
+
+    monkeypatch.setattr(sqlite_engine.SyncMemory, "catch_up_batch", stepped)
+    taken: list[int] = []
+
+    async def between(seconds: float) -> None:
+        assert seconds >= 0
+        other.execute("BEGIN IMMEDIATE")  # would raise "database is locked" if held
+        other.execute("COMMIT")
+        taken.append(len(covered))
+
+    monkeypatch.setattr(backend, "_pause", between)
+    try:
+        add_messages(path, [f"stepped walrus {i}" for i in range(9)])
+        assert await backend.catch_up_history(step=4) == 9
+        assert covered == [4, 4, 1, 0]
+        assert taken == [1, 2, 3], "the lock was free after every transaction"
+        assert len(await backend.search_history("walrus", limit=20)) == 9
+        assert_counts_match(path)
+    finally:
+        other.close()
+        await backend.aclose()

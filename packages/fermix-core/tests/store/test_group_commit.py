@@ -383,3 +383,130 @@ async def test_a_file_locked_by_another_process_waits_on_the_thread_not_the_loop
     assert len(started) == 1
     window = await store.load_window(cid)
     assert [m.message.text for m in window] == ["q"]
+
+
+# ---------------------------------------------------------------- concurrent turns, no gate
+
+
+async def _begin_all(store: ConversationStore, count: int, prefix: str) -> list:
+    cids = [
+        await store.conversation_id(ConversationKey("cli", f"{prefix}{i}")) for i in range(count)
+    ]
+    return [
+        await store.begin_turn(
+            cid, Message.user("q"), speaker="owner", sender_id=None, session_id="s"
+        )
+        for cid in cids
+    ]
+
+
+async def test_calls_from_concurrent_turns_share_a_transaction_on_the_thread(
+    store: ConversationStore, raw
+) -> None:
+    handles = await _begin_all(store, 12, "conc")
+    results: dict[int, list[int]] = {}
+
+    async def commit(i: int) -> None:
+        results[i] = await store.commit_turn(
+            handles[i].turn_id, [Message.assistant(f"a{i}")], usage=Usage(), model="m", provider="p"
+        )
+
+    worker = store.worker
+    batches, inline, calls = worker.batches, worker.inline, worker.calls
+    # Nothing holds the thread: the twelve tasks become ready together and call in one
+    # iteration of the loop, so their calls are collected and committed together.
+    async with anyio.create_task_group() as tg:
+        for i in range(12):
+            tg.start_soon(commit, i)
+    assert worker.calls - calls == 12
+    assert worker.batches - batches == 1, "one transaction for the twelve commits"
+    assert worker.inline == inline, "collected calls run on the thread, not the loop"
+    rows = raw.execute(
+        "SELECT t.id, t.status, m.text FROM turns t JOIN messages m ON m.turn_id = t.id "
+        "WHERE m.role = 'assistant' ORDER BY t.id"
+    ).fetchall()
+    assert rows == [(h.turn_id, "committed", f"a{i}") for i, h in enumerate(handles)]
+
+
+async def test_a_call_collected_alone_still_runs_on_the_loop(store: ConversationStore) -> None:
+    (handle,) = await _begin_all(store, 1, "lone")
+    worker = store.worker
+    inline, batches = worker.inline, worker.batches
+    other_ran = anyio.Event()
+
+    async def busy() -> None:  # another task ready at the same time, doing no store work
+        await anyio.lowlevel.checkpoint()
+        other_ran.set()
+
+    async def commit() -> None:
+        await store.commit_turn(
+            handle.turn_id, [Message.assistant("a")], usage=Usage(), model=None, provider=None
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(busy)
+        tg.start_soon(commit)
+    assert other_ran.is_set()
+    assert worker.inline - inline == 1
+    assert worker.batches - batches == 1
+
+
+async def test_a_failing_call_among_concurrent_ones_fails_alone(
+    store: ConversationStore, raw
+) -> None:
+    done, live, live2 = await _begin_all(store, 3, "fail")
+    await store.commit_turn(
+        done.turn_id, [Message.assistant("first")], usage=Usage(), model=None, provider=None
+    )
+    outcomes: dict[str, object] = {}
+
+    async def commit(name: str, turn_id: int, text: str) -> None:
+        try:
+            outcomes[name] = await store.commit_turn(
+                turn_id, [Message.assistant(text)], usage=Usage(), model=None, provider=None
+            )
+        except Exception as exc:
+            outcomes[name] = exc
+
+    batches = store.worker.batches
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(commit, "live", live.turn_id, "a-live")
+        tg.start_soon(commit, "again", done.turn_id, "dup")  # already committed: fails
+        tg.start_soon(commit, "live2", live2.turn_id, "a-live2")
+    assert store.worker.batches - batches == 1
+    assert isinstance(outcomes["again"], TurnStateError)
+    assert isinstance(outcomes["live"], list) and isinstance(outcomes["live2"], list)
+    texts = [r[0] for r in raw.execute("SELECT text FROM messages WHERE role = 'assistant'")]
+    assert sorted(texts) == ["a-live", "a-live2", "first"], "the failed commit left nothing"
+
+
+async def test_concurrent_calls_on_a_locked_file_wait_on_the_thread(
+    store: ConversationStore, db_path
+) -> None:
+    cids = [await store.conversation_id(ConversationKey("cli", f"lk{i}")) for i in range(4)]
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    started: list[object] = []
+    all_done = anyio.Event()
+
+    async def write(cid: int) -> None:
+        started.append(
+            await store.start_turn(cid, Message.user(f"q{cid}"), speaker="owner", sender_id=None)
+        )
+        if len(started) == len(cids):
+            all_done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for cid in cids:
+                tg.start_soon(write, cid)
+            # The loop stays free while the batch waits for the lock on the store's thread.
+            await wait_all_tasks_blocked()
+            assert not started
+            other.execute("COMMIT")
+            await all_done.wait()
+    finally:
+        other.close()
+    for cid in cids:
+        window = await store.load_window(cid)
+        assert [m.message.text for m in window] == [f"q{cid}"]

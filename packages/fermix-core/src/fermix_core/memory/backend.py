@@ -377,12 +377,14 @@ class MemoryBackend(ABC):
         """The newest *limit* messages after *after_id* by *speakers*, oldest first."""
         return []
 
-    async def catch_up_history(self) -> int:
+    async def catch_up_history(self, *, step: int | None = None) -> int:
         """Bring a history index up to date; returns how many messages it covered.
 
         The runtime calls it after replies (once per burst, see
         :mod:`fermix_core.memory.history_index`), off the turn path, so a search never has a
-        long backlog to index first. The default keeps no index: nothing to do.
+        long backlog to index first; it passes *step*: index at most that many messages per
+        write transaction and pause between them, so turns are not held behind the write
+        lock. The default keeps no index: nothing to do.
         """
         return 0
 

@@ -345,6 +345,13 @@ class MemoryReviewer:
 
     # ------------------------------------------------------------------ entry points
 
+    def may_be_due(self) -> bool:
+        """Whether a review may be due now, without reading anything: ``False`` only while
+        the gate is known closed (then :meth:`review_after_reply` would skip). The turn
+        runner asks this at each reply, so no post-reply task starts for nothing."""
+        closed = self._closed_until
+        return self.enabled and (closed is None or self.clock() >= closed)
+
     async def review_after_reply(self, conversation_id: int | None = None) -> ReviewOutcome:
         """The turn runner's post-reply hook: review when due; never raises.
 

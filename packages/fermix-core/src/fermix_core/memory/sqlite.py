@@ -39,6 +39,7 @@ conversation store can share the file.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -233,17 +234,29 @@ class SqliteMemoryBackend(MemoryBackend):
     ) -> list[HistoryMessage]:
         return await self._call(SyncMemory.recent_messages, after_id, sorted(set(speakers)), limit)
 
-    async def catch_up_history(self) -> int:
+    async def catch_up_history(self, *, step: int | None = None) -> int:
         """Bring the history index up to date now; returns how many message ids it covered.
 
         One batch per worker call, so a search waiting behind a long backlog runs between
         batches. A search indexes a small backlog itself; the runtime calls this after
         replies, once per burst (:mod:`fermix_core.memory.history_index`), off the turn path.
+        With *step*, each transaction indexes at most *step* messages and the next waits as
+        long as the last held the write lock, so the conversation store's writes (the
+        turns) find the file free at least half of the time.
         """
         seen = 0
-        while step := await self._call(SyncMemory.catch_up_batch):
-            seen += step
-        return seen
+        while True:
+            started = time.perf_counter()
+            covered = await self._call(SyncMemory.catch_up_batch, step)
+            if not covered:
+                return seen
+            seen += covered
+            if step is not None:
+                await self._pause(time.perf_counter() - started)
+
+    async def _pause(self, seconds: float) -> None:
+        """Between two stepped catch-up transactions: the write lock is free meanwhile."""
+        await anyio.sleep(seconds)
 
     async def describe(self, *, where: MemoryFilter | None = None) -> dict[str, object]:
         counts = await self._call(SyncMemory.fact_counts, where)

@@ -496,8 +496,9 @@ class SyncMemory:
         top = self.conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
         return 0 if top is None else max(int(top) - self._watermark(), 0)
 
-    def catch_up_batch(self) -> int:
-        """Index up to :data:`HISTORY_BATCH` messages past the watermark in one transaction.
+    def catch_up_batch(self, limit: int | None = None) -> int:
+        """Index up to *limit* (default :data:`HISTORY_BATCH`) messages past the watermark in
+        one transaction.
 
         Returns how many ids it covered; 0 when the index is up to date. The messages' word
         counts (``memory_history_terms``) move in the same transaction.
@@ -507,7 +508,7 @@ class SyncMemory:
         with self._write() as conn:
             mark = self._watermark()  # another process may have caught up meanwhile
             top = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
-            end = min(int(top or 0), mark + HISTORY_BATCH)
+            end = min(int(top or 0), mark + (limit or HISTORY_BATCH))
             if mark >= end:
                 return 0
             rows = (
