@@ -6,8 +6,9 @@ boot, and importing this package for it must not pull in the router and its mode
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fermix_core.lazyexports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.commands.router import CommandConflictError as CommandConflictError
@@ -29,13 +30,7 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fermix_core.commands' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fermix_core.commands.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -17,8 +17,9 @@ Names resolve lazily so that ``import fermix_core.config`` for the early, pydant
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fermix_core.lazyexports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.config.document import (
@@ -102,10 +103,4 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fermix_core.config' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fermix_core.config.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

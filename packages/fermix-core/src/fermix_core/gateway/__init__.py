@@ -6,8 +6,9 @@ Names are resolved on first use, so that reading one small piece (a doctor check
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fermix_core.lazyexports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.gateway.gateway import Gateway as Gateway
@@ -55,13 +56,7 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fermix_core.gateway' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fermix_core.gateway.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

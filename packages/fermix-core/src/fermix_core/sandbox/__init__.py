@@ -16,8 +16,9 @@ limits of the checks.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fermix_core.lazyexports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.sandbox.commands import CommandRefused as CommandRefused
@@ -56,10 +57,4 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fermix_core.sandbox' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fermix_core.sandbox.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

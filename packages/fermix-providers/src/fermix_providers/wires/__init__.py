@@ -8,7 +8,9 @@ re-exports below resolve on first access.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fermix_core.lazyexports import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_providers.wires.chat_completions import ChatCompletionsProvider
@@ -17,17 +19,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = ["ChatCompletionsProvider", "ResponsesProvider"]
 
 _LAZY = {
-    "ChatCompletionsProvider": "fermix_providers.wires.chat_completions",
-    "ResponsesProvider": "fermix_providers.wires.responses",
+    "ChatCompletionsProvider": "chat_completions",
+    "ResponsesProvider": "responses",
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
