@@ -10,6 +10,7 @@ from __future__ import annotations
 import anyio
 import pytest
 from fermix_core.channel import ChannelError
+from fermix_core.channels import streaming
 from fermix_core.channels.presentation import rendered_length
 from fermix_core.channels.streaming import (
     BLOCK_MAX_CHARS,
@@ -477,3 +478,31 @@ async def test_a_refused_status_line_does_not_stop_the_answer() -> None:
     assert r.visible == ["The answer arrives anyway, long enough to open."]
     assert await r.stream.finish("The answer arrives anyway, long enough to open.") is None
     assert r.visible == ["The answer arrives anyway, long enough to open."]
+
+
+WHOLE_REPLIES = [
+    "re: hello",
+    "**Done.** See [the docs](https://example.com/docs) and `fermix doctor`.",
+    "- one\n- two\n\n> quoted *text*\n\n```py\nprint(1)\n```",
+    " ".join(f"Sentence {n} of a reply that arrived whole." for n in range(60)),
+]
+
+
+@pytest.mark.parametrize("reply", WHOLE_REPLIES)
+async def test_block_cut_decisions_taken_inline_send_what_the_worker_thread_path_sends(
+    reply: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Short text is cut on the event loop instead of a worker thread: the same messages."""
+
+    async def deliver(inline_chars: int) -> list[tuple[str, bool]]:
+        monkeypatch.setattr(streaming, "INLINE_CHARS", inline_chars)
+        r = await rig("block")
+        await r.text(reply)
+        await r.item(reply)
+        assert await r.stream.finish(reply) is None
+        return [(m.text, m.silent) for m in r.channel.sent]
+
+    threaded = await deliver(-1)
+    inline = await deliver(streaming.INLINE_CHARS)
+    assert inline == threaded
+    assert " ".join(text for text, _ in inline).split() == reply.split()

@@ -101,6 +101,9 @@ _STATUS_MAX = 120
 #: Cut decisions render the text, which costs milliseconds per kilobyte: they are re-taken
 #: once the text grew this many characters since the last one (and always at the end).
 RECHECK_CHARS = 100
+#: Cut decisions on text this short render on the event loop (tens to a few hundred
+#: microseconds) instead of in a worker thread, whose hop alone costs about as much.
+INLINE_CHARS = 256
 
 _SENTENCE_END = re.compile(r"[.!?…。！？:]+[\"'”’)\]»]*(?:\s+|$)")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
@@ -687,9 +690,13 @@ class StreamController:
 
     # ------------------------------------------------------------------ presentation
 
-    async def _pure(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a presentation function (it renders: milliseconds per kilobyte) off the loop."""
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+    async def _pure(self, fn: Callable[..., Any], text: str, *args: Any, **kwargs: Any) -> Any:
+        """Run a presentation function on *text* (it renders: milliseconds per kilobyte) off
+        the loop — or inline for text of at most :data:`INLINE_CHARS`, whose render costs
+        less than the hop to a worker thread (a short reply that arrived whole)."""
+        if len(text) <= INLINE_CHARS:
+            return fn(text, *args, **kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(fn, text, *args, **kwargs))
 
     async def _measure(self, text: str) -> int:
         return await self._pure(rendered_length, text, self._profile)
