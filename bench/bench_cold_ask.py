@@ -11,6 +11,12 @@ process alone (see ``bench_cli_startup.py``). Bytecode writes are allowed and on
 run creates the ``.pyc`` files and ``memory.db``, as on any machine after the first use.
 Every run asks in its own session so each one does the same work.
 
+By default the ask runs from this environment (the uv workspace: editable packages, dev
+dependencies installed). With ``FERMIX_BENCH_INSTALLED=1`` it runs from a fresh virtualenv
+that holds what ``pip install`` of the meta distribution would: the workspace's packages
+built as wheels (non-editable) and the locked runtime dependencies, no dev ones (uv builds
+it from its cache in a few seconds). The results say which.
+
 Budget (first-run issue): median ≤ 300 ms and median peak RSS ≤ 45 MiB. Wall time swings
 with whatever else the machine runs; the process's own CPU time is reported beside it, and
 the load average at the start and end of the run is recorded with the results.
@@ -101,14 +107,44 @@ def _measure(make_argv, env: dict[str, str], expect: str | None) -> dict:
     }
 
 
-def _bytecode(fermix: str, env: dict[str, str]) -> dict:
+def _installed(tmp: Path) -> tuple[str, str]:
+    """A virtualenv holding the workspace as a user install would: (python, fermix)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        raise SystemExit("FERMIX_BENCH_INSTALLED needs uv on PATH (pip install uv)")
+    root = Path(__file__).resolve().parent.parent
+    venv = tmp / "venv"
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, env=env)
+    env["VIRTUAL_ENV"] = str(venv)
+    locked = subprocess.run(
+        [uv, "export", "-q", "--no-dev", "--all-packages", "--no-emit-workspace", "--no-hashes",
+         "--format", "requirements-txt"],
+        cwd=root, check=True, capture_output=True, text=True, env=env,
+    ).stdout  # fmt: skip
+    requirements = tmp / "requirements.txt"
+    requirements.write_text(locked)
+    subprocess.run([uv, "pip", "install", "-q", "-r", str(requirements)], check=True, env=env)
+    projects = [
+        str(p) for p in sorted((root / "packages").iterdir()) if (p / "pyproject.toml").exists()
+    ]
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--no-deps", *projects, str(root)],
+        cwd=root,
+        check=True,
+        env=env,
+    )
+    return str(venv / "bin" / "python"), str(venv / "bin" / "fermix")
+
+
+def _bytecode(python: str, fermix: str, env: dict[str, str]) -> dict:
     """One warm ask under ``python -v``: modules loaded from ``.pyc`` vs compiled now.
 
     The import system says ``# <pyc> matches <source>`` for a module it loads from a cached
     file and ``# code object from <source>.py`` for one it compiles.
     """
     result = subprocess.run(
-        [sys.executable, "-v", fermix, "ask", "hi", "--session", "bytecode-check"],
+        [python, "-v", fermix, "ask", "hi", "--session", "bytecode-check"],
         env=env,
         capture_output=True,
         text=True,
@@ -148,13 +184,19 @@ def _environment(home: Path) -> dict[str, str]:
 def run() -> dict:
     if not os.path.exists(GNU_TIME):
         raise SystemExit("GNU time is needed for RSS (apt-get install time)")
-    fermix = shutil.which("fermix", path=os.path.dirname(sys.executable))
-    if fermix is None:
-        raise SystemExit("fermix is not installed in this environment (uv sync first)")
+    installed = os.environ.get("FERMIX_BENCH_INSTALLED") == "1"
     with (
         tempfile.TemporaryDirectory(prefix="fermix-bench-ask-") as tmp,
         ThreadedLoopback(completion) as model,
     ):
+        if installed:
+            python, fermix = _installed(Path(tmp))
+        else:
+            python = sys.executable
+            found = shutil.which("fermix", path=os.path.dirname(sys.executable))
+            if found is None:
+                raise SystemExit("fermix is not installed in this environment (uv sync first)")
+            fermix = found
         home = Path(tmp) / "home"
         home.mkdir(mode=0o700)
         (home / "config.toml").write_text(
@@ -167,13 +209,18 @@ def run() -> dict:
         if (home / "daemon.sock").exists():
             raise SystemExit("a daemon socket exists in the bench home; the ask would not be cold")
         load_before = os.getloadavg()
-        bare = _measure(lambda _s: [sys.executable, "-c", "pass"], env, None)
+        bare = _measure(lambda _s: [python, "-c", "pass"], env, None)
         ask = _measure(lambda s: [fermix, "ask", "hi", "--session", s], env, ANSWER)
-        bytecode = _bytecode(fermix, env)
+        bytecode = _bytecode(python, fermix, env)
         requests = len(model.requests)
         load_after = os.getloadavg()
     within = ask["median_ms"] <= BUDGET_MEDIAN_MS and ask["median_rss_mib"] <= BUDGET_RSS_MIB
     return {
+        "environment": (
+            "installed: the workspace as wheels, locked runtime dependencies, no dev ones"
+            if installed
+            else "workspace: editable packages, dev dependencies installed"
+        ),
         "python_c_pass": bare,
         "fermix_ask": ask,
         "model_requests": requests,
