@@ -542,20 +542,6 @@ class TurnRunner:
     ) -> None:
         """Supervised: nothing here can fail a reply that was already delivered."""
         try:
-            await self._post_reply_work(conversation_id, usage, model, hooks)
-        finally:
-            self._post_reply_pending -= 1
-            if self._post_reply_pending == 0:
-                self._post_reply_idle.set()
-
-    async def _post_reply_work(
-        self,
-        conversation_id: int,
-        usage: Usage,
-        model: str | None,
-        hooks: list[Callable[[int], Any]],
-    ) -> None:
-        try:
             for hook in hooks:
                 try:
                     await hook(conversation_id)
@@ -565,6 +551,10 @@ class TurnRunner:
                 await self._compact(conversation_id, await self.store.load_window(conversation_id))
         except Exception:
             log.exception("post-reply work failed for conversation %s", conversation_id)
+        finally:
+            self._post_reply_pending -= 1
+            if self._post_reply_pending == 0:
+                self._post_reply_idle.set()
 
     def _compaction_due(self, usage: Usage, model: str | None) -> bool:
         """Whether the reply's prompt filled enough of the model's window to compact."""

@@ -25,6 +25,24 @@ FIRST_PARTY = frozenset({"fermix-core", "fermix-providers", "fermix-channels", "
 Status = Literal["loaded", "failed", "blocked", "disabled", "conflict", "pending"]
 
 
+def _dist_identity(
+    ep: Any, memo: dict[int, tuple[str, str | None]]
+) -> tuple[str, str | None] | None:
+    """The (name, version) of *ep*'s distribution, or ``None`` without one.
+
+    ``Distribution.name`` and ``.version`` each re-read and re-parse METADATA with the
+    email parser, and entry points of one distribution share its object: ask it once
+    (*memo* is keyed by the distribution object's id).
+    """
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return None
+    identity = memo.get(id(dist))
+    if identity is None:
+        identity = memo[id(dist)] = (dist.name, dist.version)
+    return identity
+
+
 def canonical_dist_name(name: str) -> str:
     """PEP 503 normalisation, so ``Fermix_Weather`` and ``fermix-weather`` compare equal."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -114,17 +132,11 @@ def discover(
     if entry_points is None:
         entry_points = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     records: list[PluginRecord] = []
-    # ``Distribution.name`` and ``.version`` each re-read and re-parse METADATA with the
-    # email parser, and entry points of one distribution share its object: ask it once.
     identities: dict[int, tuple[str, str | None]] = {}
     for ep in entry_points:
-        dist = getattr(ep, "dist", None)
-        identity = None
-        if dist is not None:
-            identity = identities.get(id(dist))
-            if identity is None:
-                identity = (canonical_dist_name(dist.name), dist.version)
-                identities[id(dist)] = identity
+        identity = _dist_identity(ep, identities)
+        if identity is not None:
+            identity = (canonical_dist_name(identity[0]), identity[1])
         records.append(
             PluginRecord(
                 name=ep.name,
@@ -250,12 +262,7 @@ def scan_entry_points(cache: Any = None) -> list[Any]:
         rows_out: list[_Row] = []
         identities: dict[int, tuple[str, str | None]] = {}
         for ep in found:
-            dist = getattr(ep, "dist", None)
-            identity = None
-            if dist is not None:
-                identity = identities.get(id(dist))
-                if identity is None:
-                    identity = identities[id(dist)] = (dist.name, dist.version)
+            identity = _dist_identity(ep, identities)
             rows_out.append((ep.name, ep.value, *(identity or (None, None))))
         cache.put(ENTRY_POINT_GROUP, key, rows_out)
         cache.save()
