@@ -74,6 +74,8 @@ NOT_NEEDED = (
     "fermix_providers.wires.responses",  # the model speaks Chat Completions
     "fermix_providers.wires.anthropic_messages",
     "yaml",  # skill front matter comes from the cache
+    "importlib.metadata",  # entry points (Fermix's and pydantic's groups) come from the cache
+    "csv",
     "typer",
     "click",
 )

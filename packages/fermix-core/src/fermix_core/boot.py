@@ -126,14 +126,12 @@ def assemble(
     for name, plugin in plugins:
         host.register(plugin, name)
     if entry_points:
-        from fermix_core.derived_cache import DerivedCache
-        from fermix_core.plugins.discovery import scan_entry_points
+        from fermix_core.plugins.discovery import scan_cache, scan_entry_points
 
         # The scan reads every installed distribution's metadata; it is kept in
         # $FERMIX_HOME/cache while nothing installed on sys.path changes (not before the
         # home exists: read-only commands run before setup do not create it).
-        cache = DerivedCache(home, "entry-points.json", 1) if home.path.is_dir() else None
-        found = scan_entry_points(cache)
+        found = scan_entry_points(scan_cache(home))
         host.load_entry_points(
             only=parse_load_filter(env.get(LOAD_PLUGINS_ENV)),
             disabled=disabled,
