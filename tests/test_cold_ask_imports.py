@@ -76,6 +76,7 @@ NOT_NEEDED = (
     "yaml",  # skill front matter comes from the cache
     "importlib.metadata",  # entry points (Fermix's and pydantic's groups) come from the cache
     "csv",
+    "tomlkit",  # config.toml is read with tomllib; tomlkit only edits it
     "typer",
     "click",
 )
