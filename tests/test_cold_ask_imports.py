@@ -77,6 +77,7 @@ NOT_NEEDED = (
     "importlib.metadata",  # entry points (Fermix's and pydantic's groups) come from the cache
     "csv",
     "tomlkit",  # config.toml is read with tomllib; tomlkit only edits it
+    "difflib",  # "did you mean" hints are made when there is a mistake to hint at
     "typer",
     "click",
 )

@@ -8,7 +8,6 @@ Here each plugin is imported on its own; a failure is recorded on its
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import inspect
@@ -174,6 +173,8 @@ class PluginHost:
         hooks = _hook_names(obj)
         unknown = [h for h in hooks if h not in KNOWN_HOOKS]
         if unknown:
+            import difflib
+
             hints = []
             for h in unknown:
                 guess = h if h.startswith("fermix_") else f"fermix_{h}"
