@@ -78,6 +78,9 @@ NOT_NEEDED = (
     "csv",
     "tomlkit",  # config.toml is read with tomllib; tomlkit only edits it
     "difflib",  # "did you mean" hints are made when there is a mistake to hint at
+    "logging.handlers",  # the log file rotates without it (it imports pickle, queue …)
+    "pickle",
+    "zipfile",  # prompt templates are read as files; importlib.resources only if zipped
     "typer",
     "click",
 )
