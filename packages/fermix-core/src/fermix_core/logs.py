@@ -225,13 +225,16 @@ class PrivateRotatingFileHandler(logging.FileHandler):
     def __init__(
         self,
         filename: str | os.PathLike[str],
-        maxBytes: int = 0,  # RotatingFileHandler's parameter names
+        mode: str = "a",
+        maxBytes: int = 0,  # RotatingFileHandler's parameters, in its order
         backupCount: int = 0,
         encoding: str | None = None,
         delay: bool = False,
         errors: str | None = None,
     ) -> None:
-        super().__init__(filename, "a", encoding=encoding, delay=delay, errors=errors)
+        if maxBytes > 0:
+            mode = "a"  # as RotatingFileHandler: truncating would lose the rotation's point
+        super().__init__(filename, mode, encoding=encoding, delay=delay, errors=errors)
         self.maxBytes = maxBytes
         self.backupCount = backupCount
 
