@@ -164,6 +164,9 @@ class SyncStore:
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
+        #: The turn path's statements run on this one cursor (``conn.execute`` makes a new
+        #: cursor per statement); each is consumed at once, never iterated across another.
+        self._cur = conn.cursor()
         self.path = path
         self._parsed = _ParsedCache()
         self._windows = _WindowCache()
@@ -202,7 +205,7 @@ class SyncStore:
     def _touch(self, conversation_id: int, now: float) -> tuple[tuple[int, int | None, int], int]:
         """Set the conversation's ``updated_at`` (inside a write transaction) and return its
         state as :meth:`_state` does, with the newest message id of the file (or 0)."""
-        rows = self.conn.execute(_TOUCH_STATE, (now, conversation_id)).fetchall()
+        rows = self._cur.execute(_TOUCH_STATE, (now, conversation_id)).fetchall()
         if not rows:
             raise _unknown_conversation(conversation_id)
         row = rows[0]
@@ -448,14 +451,14 @@ class SyncStore:
         which read *top* (the conversation's newest seq) and *newest_id* (the file's newest
         message id) and already checked the conversation and set its ``updated_at``."""
         role, body, text = encoded
-        conn = self.conn
+        cur = self._cur
         seq = top + 1
         message_id = newest_id + 1
-        turn_id = conn.execute(
+        turn_id = cur.execute(
             _INSERT_TURN,
             (conversation_id, message_id, speaker, sender_id, session_id, run_profile, now),
         ).lastrowid
-        conn.execute(
+        cur.execute(
             _INSERT_USER,
             (
                 message_id,
@@ -520,7 +523,7 @@ class SyncStore:
         try:
             with write_transaction(conn):
                 now = time.time()
-                flipped = conn.execute(
+                flipped = self._cur.execute(
                     _FINISH_TURN,
                     (
                         model,
@@ -583,26 +586,26 @@ class SyncStore:
     ) -> list[tuple[int, int]]:
         """Insert a reply's rows after the conversation's newest seq (*top* when the cached
         window knows it, proved by the unique constraint); their ``(id, seq)``."""
-        conn = self.conn
+        cur = self._cur
         if top is None:
-            top = int(conn.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
+            top = int(cur.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
         role, body, text = encoded[0]
         first = (conversation_id, turn_id, top + 1, anchor, role, speaker, body, text, now)
         try:
-            first_id = conn.execute(_INSERT_REPLY, first).lastrowid
+            first_id = cur.execute(_INSERT_REPLY, first).lastrowid
         except sqlite3.IntegrityError as exc:
             if str(exc) != _SEQ_TAKEN:
                 raise
             # Another writer appended since the window was cached; the failed INSERT
             # changed nothing (the transaction goes on). The rows go after the newest.
             self._windows.drop(conversation_id)
-            top = int(conn.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
+            top = int(cur.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
             first = (conversation_id, turn_id, top + 1, anchor, role, speaker, body, text, now)
-            first_id = conn.execute(_INSERT_REPLY, first).lastrowid
+            first_id = cur.execute(_INSERT_REPLY, first).lastrowid
         ids = [(first_id, top + 1)]
         for offset, (role, body, text) in enumerate(encoded[1:], start=2):
             row = (conversation_id, turn_id, top + offset, anchor, role, speaker, body, text, now)
-            ids.append((conn.execute(_INSERT_REPLY, row).lastrowid, top + offset))
+            ids.append((cur.execute(_INSERT_REPLY, row).lastrowid, top + offset))
         return ids
 
     def _read_turn(self, turn_id: int) -> tuple[int, str, int]:
@@ -707,7 +710,7 @@ class SyncStore:
         """
         sessions = self._sessions
         if sessions[0] > sessions[1]:
-            rows = self.conn.execute(
+            rows = self._cur.execute(
                 "INSERT INTO counters (name, value) VALUES (?, ?) "
                 "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value "
                 "RETURNING value",
