@@ -725,3 +725,19 @@ async def test_sender_names_are_kept_for_user_messages(store: ConversationStore)
     )
     window = await store.load_window(cid)
     assert [(row.sender_id, row.sender_name) for row in window] == [("7", "Sam"), (None, None)]
+
+
+def test_the_fast_row_constructor_builds_the_same_frozen_row() -> None:
+    import dataclasses
+
+    from fermix_core.store.records import StoredMessage, stored_message
+
+    values = (7, 2, 3, 4, "marker", "system", Message.user("q"), 1.5, "s", "Ann", "guest")
+    fast, slow = stored_message(*values), StoredMessage(*values)
+    assert type(fast) is StoredMessage
+    assert fast == slow and repr(fast) == repr(slow)
+    assert dataclasses.astuple(fast) == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.seq = 5  # type: ignore[misc]
+    defaults = stored_message(*values[:8])
+    assert (defaults.sender_id, defaults.sender_name, defaults.turn_speaker) == (None, None, None)

@@ -33,6 +33,7 @@ from fermix_core.store.records import (
     TurnHandle,
     TurnStart,
     TurnStateError,
+    stored_message,
 )
 from fermix_core.store.schema import ensure_schema, probe_version
 
@@ -475,18 +476,18 @@ class SyncStore:
                 now,
             ),
         )
-        stored = StoredMessage(
-            id=message_id,
-            conversation_id=conversation_id,
-            turn_id=turn_id,
-            seq=seq,
-            kind="message",
-            speaker=speaker,  # type: ignore[arg-type]
-            message=user,
-            created_at=now,
-            sender_id=sender_id,
-            sender_name=sender_name,
-            turn_speaker=speaker,  # type: ignore[arg-type]
+        stored = stored_message(
+            message_id,
+            conversation_id,
+            turn_id,
+            seq,
+            "message",
+            speaker,
+            user,
+            now,
+            sender_id,
+            sender_name,
+            speaker,
         )
         self._remember(conversation_id, top, [(seq, stored)])
         return TurnHandle(turn_id, conversation_id, message_id), (conversation_id, speaker, seq)
@@ -552,16 +553,18 @@ class SyncStore:
                 added = [
                     (
                         anchor,
-                        StoredMessage(
-                            id=message_id,
-                            conversation_id=conversation_id,
-                            turn_id=turn_id,
-                            seq=seq,
-                            kind="message",
-                            speaker=speaker,  # type: ignore[arg-type]
-                            message=message,
-                            created_at=now,
-                            turn_speaker=speaker,  # type: ignore[arg-type]
+                        stored_message(
+                            message_id,
+                            conversation_id,
+                            turn_id,
+                            seq,
+                            "message",
+                            speaker,
+                            message,
+                            now,
+                            None,
+                            None,
+                            speaker,
                         ),
                     )
                     for (message_id, seq), message in zip(ids, messages, strict=True)
@@ -877,18 +880,18 @@ def _decode(conversation_id: int, row: tuple, cache: _ParsedCache) -> StoredMess
         if message is None:
             return None
         cache.put(message_id, message, len(body))
-    return StoredMessage(
-        id=message_id,
-        conversation_id=conversation_id,
-        turn_id=turn_id,
-        seq=seq,
-        kind=kind,
-        speaker=speaker,
-        message=message,
-        created_at=created_at,
-        sender_id=sender_id,
-        sender_name=name,
-        turn_speaker=owner,
+    return stored_message(
+        message_id,
+        conversation_id,
+        turn_id,
+        seq,
+        kind,
+        speaker,
+        message,
+        created_at,
+        sender_id,
+        name,
+        owner,
     )
 
 
