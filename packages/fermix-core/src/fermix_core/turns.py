@@ -23,7 +23,7 @@ import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
 from fermix_core.memory.directives import OWNER_MESSAGES_STATE
-from fermix_core.messages import ImagePart, Message, TextPart, Usage
+from fermix_core.messages import ImagePart, Message, TextPart, Usage, text_length
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import ServiceTable, ToolContext, Trust, services_with
@@ -160,6 +160,7 @@ class TurnRunner:
         self._post_reply_pending = 0
         self._post_reply_idle = anyio.Event()
         self._post_reply_idle.set()
+        self._workspace_of: tuple[Any, Path] | None = None
 
     # ------------------------------------------------------------------ TurnExecutor
 
@@ -327,12 +328,13 @@ class TurnRunner:
             system = f"{system}\n\n{ULTRA_ADDENDUM}"
         ctx = ToolContext(
             trust=job.trust,
-            cwd=job.cwd or self.home.workspace,
+            cwd=job.cwd or self._workspace(),
             home=self.home,
             conversation_key=key,
             session_id=session_id,
             attended=not job.background,
-            capabilities=dict(snapshot.specs),
+            # The loop hands its tools this same snapshot mapping (never a copy to edit).
+            capabilities=snapshot.specs,
             local=message.local,
             origin="background" if job.background else "main",
             services=services_with(
@@ -374,7 +376,7 @@ class TurnRunner:
                 {"name": c.name, "ok": c.ok, **({"error": c.error} if c.error else {})}
                 for c in result.tool_calls
             ],
-            usage=result.usage.model_dump(),
+            usage=dict(result.usage),  # its four token counts (flat ints: as model_dump)
             model=result.model,
             provider=result.provider,
         )
@@ -411,6 +413,14 @@ class TurnRunner:
         )
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
+
+    def _workspace(self) -> Path:
+        """``home.workspace``, joined once per home instead of once per turn."""
+        home = self.home
+        cached = self._workspace_of
+        if cached is None or cached[0] is not home:
+            cached = self._workspace_of = (home, home.workspace)
+        return cached[1]
 
     # ------------------------------------------------------------------ streaming
 
@@ -712,5 +722,8 @@ def user_message(message: Any) -> Message:
 
 
 def estimate_tokens(messages: list[Message]) -> int:
-    """A cheap upper-ish estimate (4 characters per token) for the pre-call overflow check."""
-    return sum(len(m.text) for m in messages) // 4 + 4 * len(messages)
+    """A cheap upper-ish estimate (4 characters per token) for the pre-call overflow check.
+
+    Counts ``len(m.text)`` of each message without building the joined text.
+    """
+    return sum(map(text_length, messages)) // 4 + 4 * len(messages)
