@@ -283,3 +283,38 @@ async def test_ten_thousand_conversations_leave_nothing_behind(executor) -> None
         assert queue._lanes == {}
     assert len(port.sent) == 20_000
     assert len(executor.finished) == 20_000
+
+
+async def test_a_jobs_done_flag_waits_yields_and_is_cancellable() -> None:
+    from fermix_core.gateway.types import TurnDone
+
+    done = job("x").done
+    assert isinstance(done, TurnDone) and not done.is_set()
+    # Waiting on an unset flag is cancelled by an anyio cancel scope (what /stop and
+    # shutdown use), and leaves the flag unset.
+    with anyio.move_on_after(0) as scope:
+        await done.wait()
+    assert scope.cancelled_caught and not done.is_set()
+    woke: list[str] = []
+
+    async def waiter() -> None:
+        await done.wait()
+        woke.append("waiter")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.lowlevel.checkpoint()
+        assert woke == []
+        done.set()
+    assert woke == ["waiter"] and done.is_set()
+    # Already set: wait still yields to the loop once, as anyio.Event's does.
+    order: list[str] = []
+
+    async def other() -> None:
+        order.append("other")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        await done.wait()
+        order.append("after wait")
+    assert order == ["other", "after wait"]
