@@ -372,9 +372,7 @@ async def test_a_submitter_with_its_own_context_variables_gets_a_fresh_worker() 
         last = job("last", chat="c")
         await queue.submit(last)
         await last.done.wait()
-    (_, base_task, base_value), (_, own_task, own_value), (_, last_task, last_value) = (
-        recorder.runs
-    )
+    (_, base_task, base_value), (_, own_task, own_value), (_, last_task, last_value) = recorder.runs
     # The marked turn saw its submitter's value, in a task of its own; that worker did
     # not park (its context is not the queue's), so the next turn sees the default again.
     assert (base_value, own_value, last_value) == ("base", "own", "base")
