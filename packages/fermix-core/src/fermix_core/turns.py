@@ -10,6 +10,7 @@ commits; its user message stays in history followed by a short "context only" ma
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -307,7 +308,6 @@ class TurnRunner:
         owner_words: list[str] | None,
     ) -> TurnOutcome:
         from fermix_core.agent import AgentLoop
-        from fermix_core.routing.messages import user_message as friendly
 
         message = job.message
         key = message.conversation_key
@@ -358,6 +358,8 @@ class TurnRunner:
                 loop, [Message.system(system), *view.history, view.user], ctx, job, stream
             )
         except ProviderError as exc:
+            from fermix_core.routing.messages import user_message as friendly
+
             if stream is not None:
                 await self._end_stream(job, stream)
             if self.tracer is not None:
@@ -504,11 +506,9 @@ class TurnRunner:
         if not text:
             return
         message = job.message
-        from fermix_core.channels.outbound import ReplyUndelivered
-
         # An undelivered reply was logged by the port with its conversation; the turn still
         # commits it to history, so nothing is lost silently.
-        with contextlib.suppress(ReplyUndelivered):
+        with contextlib.suppress(_reply_undelivered()):
             await job.reply.send(
                 OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
             )
@@ -691,6 +691,14 @@ class TurnRunner:
                 cwd=original.cwd,
             )
         )
+
+
+@functools.cache
+def _reply_undelivered() -> type[Exception]:
+    """``ReplyUndelivered``, imported on the first reply rather than on every one."""
+    from fermix_core.channels.outbound import ReplyUndelivered
+
+    return ReplyUndelivered
 
 
 def reply_dialect(reply: Any) -> str:
