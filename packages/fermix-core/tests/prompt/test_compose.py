@@ -293,3 +293,38 @@ def test_injection_markers_in_memory_are_flagged_once_and_kept_as_data(tmp_path,
     flagged = [r for r in tracer.records if r[1].get("event") == "memory_injection_flagged"]
     assert len(flagged) == 1
     assert "injection markers" in caplog.text
+
+
+def test_the_memory_block_is_scanned_once_per_distinct_content(home: FermixHome) -> None:
+    import fermix_core.memory.fence as fence
+
+    scanned: list[str] = []
+    real_scan = fence.scan
+
+    def counting_scan(text: str):
+        scanned.append(text)
+        return real_scan(text)
+
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fence, "scan", counting_scan)
+        first = compose(composer, memory_context=None)
+        for _ in range(5):
+            assert compose(composer, memory_context=None) == first
+        assert len(scanned) == 2, "USER.md and MEMORY.md, once"
+        # A different recalled context, or an edited file, is a different block.
+        assert "RECALLED: tea" in compose(composer, memory_context="RECALLED: tea")
+        write(home, "memory/main/USER.md", "USER-PROFILE: now likes coffee")
+        prompt_files_written()
+        assert "likes coffee" in compose(composer, memory_context=None)
+    assert len(scanned) == 2 + 3 + 2
+
+
+def test_a_guest_turn_after_an_owner_turn_still_sees_no_owner_memory(home: FermixHome) -> None:
+    composer = PromptComposer(home)
+    assert "USER-PROFILE" in compose(composer, memory_context=None)
+    guest = compose(composer, trust=Trust.GUEST, memory_context=None)
+    assert "USER-PROFILE" not in guest and "WORK-MEMORY" not in guest
+    assert "<memory-context>" not in guest
+    assert "USER-PROFILE" in compose(composer, memory_context=None)

@@ -76,6 +76,10 @@ _TRUST_NOTES = {
 }
 
 
+#: Distinct memory blocks a composer remembers (a recalled context makes each turn's new).
+_BLOCKS_KEPT = 32
+
+
 def date_line(today: date, timezone: str) -> str:
     """``Today is 2025-03-01 (UTC; user timezone: America/New_York)`` — date only."""
     if isinstance(today, datetime):
@@ -139,6 +143,8 @@ class PromptComposer:
         self._cache: dict[Path, tuple[tuple[int, int, int], str]] = {}
         self._paths: dict[str, Path] = {}
         self._lock = threading.Lock()
+        #: Memory blocks by (USER.md text, MEMORY.md text, recalled context); see below.
+        self._blocks: dict[tuple[tuple[str | None, str | None], str | None], str] = {}
 
     # ------------------------------------------------------------------ files
 
@@ -243,12 +249,34 @@ class PromptComposer:
                     self.tracer.record("agent_event", event="memory_injection_flagged", kinds=kinds)
 
     def _memory_block(self, memory_context: str | None, trust: Trust) -> str:
+        """The fenced memory section; built (scanned, neutralised) once per distinct input.
+
+        Scanning USER.md and MEMORY.md for injection markers costs tens of microseconds, and
+        the files change rarely: the block is remembered by the file texts it was built from
+        (the cached strings :meth:`read` serves) and the recalled context.
+        """
+        files = (
+            (self.read("USER.md"), self.read("MEMORY.md"))
+            if trust is Trust.OPERATOR
+            else (None, None)
+        )
+        key = (files, memory_context)
+        block = self._blocks.get(key)
+        if block is None:
+            block = self._build_memory_block(files, memory_context)
+            if len(self._blocks) >= _BLOCKS_KEPT:
+                self._blocks.clear()
+            self._blocks[key] = block
+        return block
+
+    def _build_memory_block(
+        self, files: tuple[str | None, str | None], memory_context: str | None
+    ) -> str:
         parts: list[str] = []
-        if trust is Trust.OPERATOR:
-            for template in ("USER.md", "MEMORY.md"):
-                text = (self.read(template) or "").strip()
-                if text:
-                    parts.append(text)
+        for text in files:
+            text = (text or "").strip()
+            if text:
+                parts.append(text)
         if memory_context and memory_context.strip():
             parts.append(f"## Recalled for this message\n{memory_context.strip()}")
         if not parts:
