@@ -162,6 +162,7 @@ class TurnRunner:
         self._post_reply_idle = anyio.Event()
         self._post_reply_idle.set()
         self._workspace_of: tuple[Any, Path] | None = None
+        self._skills_sections: dict[Trust, tuple[Any, str]] = {}
 
     # ------------------------------------------------------------------ TurnExecutor
 
@@ -315,7 +316,7 @@ class TurnRunner:
         system = self.composer.system_prompt(
             capabilities_catalog=snapshot.catalog(),
             plugins_section=snapshot.plugins_section(),
-            skills_section=self.skills.prompt_section(job.trust) if self.skills else "",
+            skills_section=self._skills_section(job.trust),
             memory_context=None,
             trust=job.trust,
             today=datetime.now(UTC).date(),
@@ -415,6 +416,24 @@ class TurnRunner:
         )
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
+
+    def _skills_section(self, trust: Trust) -> str:
+        """The prompt's skills section, rebuilt only when the loaded skills change.
+
+        A skill registry replaces its (read-only) mapping whenever it reloads, so the
+        mapping's identity says whether the section built from it still holds.
+        """
+        skills = self.skills
+        if not skills:
+            return ""
+        loaded = getattr(skills, "skills", None)
+        cached = self._skills_sections.get(trust)
+        if cached is not None and loaded is not None and cached[0] is loaded:
+            return cached[1]
+        section = skills.prompt_section(trust)
+        if loaded is not None:
+            self._skills_sections[trust] = (loaded, section)
+        return section
 
     def _workspace(self) -> Path:
         """``home.workspace``, joined once per home instead of once per turn."""
