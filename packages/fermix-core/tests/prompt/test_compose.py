@@ -328,3 +328,16 @@ def test_a_guest_turn_after_an_owner_turn_still_sees_no_owner_memory(home: Fermi
     assert "USER-PROFILE" not in guest and "WORK-MEMORY" not in guest
     assert "<memory-context>" not in guest
     assert "USER-PROFILE" in compose(composer, memory_context=None)
+
+
+def test_remembered_sections_follow_the_agent_name_and_the_files(tmp_path: Path) -> None:
+    bare = FermixHome(tmp_path / "never-set-up")
+    composer = PromptComposer(bare, agent_name="Nova")
+    assert "**Name:** Nova" in compose(composer)
+    composer.agent_name = "Vega"
+    assert "**Name:** Vega" in compose(composer) and "Nova" not in compose(composer)
+    seed_bootstrap(bare, agent_name="Ada")
+    write(bare, "bootstrap/main/SOUL.md", "  SOUL-FROM-FILE  \n")
+    prompt_files_written()
+    prompt = compose(composer)
+    assert "\n\nSOUL-FROM-FILE\n\n" in prompt and "# Soul" not in prompt

@@ -143,6 +143,8 @@ class PromptComposer:
         self._cache: dict[Path, tuple[tuple[int, int, int], str]] = {}
         self._paths: dict[str, Path] = {}
         self._lock = threading.Lock()
+        #: Stripped sections by template: (file text or agent name, default?, section).
+        self._sections: dict[str, tuple[object, bool, str]] = {}
         #: Memory blocks by (USER.md text, MEMORY.md text, recalled context); see below.
         self._blocks: dict[tuple[tuple[str | None, str | None], str | None], str] = {}
 
@@ -191,10 +193,18 @@ class PromptComposer:
         return text
 
     def _file_or_default(self, template: str) -> str:
+        """The file's text, or the shipped template's, stripped (remembered while unchanged)."""
         text = self.read(template)
+        source: object = text if text is not None else self.agent_name
+        cached = self._sections.get(template)
+        if cached is not None and cached[0] is source and cached[1] == (text is None):
+            return cached[2]
         if text is None:
-            text = render_template(template, agent_name=self.agent_name)
-        return text.strip()
+            section = render_template(template, agent_name=self.agent_name).strip()
+        else:
+            section = text.strip()
+        self._sections[template] = (source, text is None, section)
+        return section
 
     # ------------------------------------------------------------------ prompt
 
