@@ -1,8 +1,9 @@
 """Best-effort telemetry and trace hooks for the agent loop.
 
 Both are optional and duck-typed: ``emit(name, **data)`` is the runtime's telemetry fan-out,
-and a tracer offers ``record(type, session_id=..., **fields)`` and ``span(type, name,
-session_id=..., **fields)`` (a sync or async context manager). Observability must never take
+and a tracer offers ``record(type, session_id=..., **fields)`` (or ``record_fields(type,
+fields, session_id=...)``, preferred when present) and ``span(type, name, session_id=...,
+**fields)`` (a sync or async context manager). Observability must never take
 a turn down, so every failure here is logged and swallowed — except the work inside a span,
 whose own exceptions (cancellation included) always propagate untouched.
 """
@@ -27,6 +28,10 @@ class Observer:
     def __init__(self, emit: Callable[..., object] | None, tracer: object | None) -> None:
         self._emit = emit
         self._tracer = tracer
+        # Looked up once: a record is written several times a turn. A tracer that takes the
+        # fields as a mapping (``Tracer.record_fields``) gets this call's dict as it is.
+        self._record_fields = getattr(tracer, "record_fields", None)
+        self._record = None if self._record_fields else getattr(tracer, "record", None)
 
     def emit(self, event: str, /, **data: Any) -> None:
         """``emit(event, **data)``; never pass a ``name`` key — the runtime's emit takes it."""
@@ -38,11 +43,11 @@ class Observer:
             log.exception("telemetry emit %s failed", event)
 
     def record(self, kind: str, /, *, session_id: str, **fields: Any) -> None:
-        record = getattr(self._tracer, "record", None)
-        if record is None:
-            return
         try:
-            record(kind, session_id=session_id, **fields)
+            if self._record_fields is not None:
+                self._record_fields(kind, fields, session_id=session_id)
+            elif self._record is not None:
+                self._record(kind, session_id=session_id, **fields)
         except Exception:
             log.exception("trace record %s failed", kind)
 
