@@ -403,7 +403,11 @@ class Tracer:
             content_capture_from_env() if capture_content is None else capture_content
         )
         self._lock = threading.Lock()
-        self._fds: dict[tuple[str, str], int] = {}
+        #: Open descriptors by trace type, all of the UTC day ``_day`` (day number since the
+        #: epoch ``_day_number``; -1 before the first record).
+        self._fds: dict[str, int] = {}
+        self._day_number = -1
+        self._day = ""
         self._failures: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ writing
@@ -471,58 +475,70 @@ class Tracer:
         if head is None:
             known = ", ".join(TRACE_TYPES)
             raise ValueError(f"unknown trace type {trace_type!r}; use one of {known}")
-        parts = [_formatted(now)[1], _MILLIS[int((now % 1) * 1000)], head]
+        second = _second
+        if second[0] != int(now):
+            second = _formatted(now)
+        parts = [second[1], _MILLIS[int((now % 1) * 1000)], head]
+        add = parts.append
         if session_id is not None:
-            parts.append(',"session_id":')
-            parts.append(
-                _quote(session_id) if type(session_id) is str else _ENCODER.encode(session_id)
-            )
-        if (
-            "ts" in fields
-            or "type" in fields
-            or (session_id is not None and "session_id" in fields)
-        ):
-            fields = _renamed(fields, session_id is not None)
+            add(',"session_id":')
+            add(_quote(session_id) if type(session_id) is str else _ENCODER.encode(session_id))
+            if "session_id" in fields or "ts" in fields or "type" in fields:
+                fields = _renamed(fields, True)
+        elif "ts" in fields or "type" in fields:
+            fields = _renamed(fields, False)
         if self.capture_content:
             for key, value in fields.items():
-                parts.append(_KEYS.get(key) or _key(key))
-                parts.append(_encoded(value, key, True))
+                add(_KEYS.get(key) or _key(key))
+                add(_encoded(value, key, True))
         else:
             for key, value in fields.items():
-                parts.append(_KEYS.get(key) or _key(key))
+                add(_KEYS.get(key) or _key(key))
                 kind = type(value)
+                # The common shapes inline, most frequent first; _encoded spells them alike.
                 if key in CONTENT_FIELDS:
-                    parts.append(_encoded(value, key, False))
-                elif kind is str:  # the common shapes inline; _encoded spells them alike
-                    parts.append(_QUOTED.get(value) or _string(value))
+                    add(_encoded(value, key, False))
+                elif kind is str:
+                    add(_QUOTED.get(value) or _string(value))
                 elif kind is int:
-                    parts.append(int.__repr__(value))
+                    add(int.__repr__(value))
+                elif value is None:
+                    add("null")
+                elif kind is bool:
+                    add("true" if value else "false")
                 else:
-                    parts.append(_encoded(value, key, False))
-        parts.append("}\n")
+                    add(_encoded(value, key, False))
+        add("}\n")
         return "".join(parts).encode("utf-8", "replace")
 
     def _append(self, trace_type: str, now: float, line: bytes) -> None:
-        day = _formatted(now)[2]
         with self._lock:
-            fd = self._fds.get((day, trace_type))
+            if int(now) // 86400 != self._day_number:  # a new UTC day: new files
+                self._rollover(now)
+            fd = self._fds.get(trace_type)
             if fd is None:
-                fd = self._open(day, trace_type)
+                fd = self._open(trace_type)
             written = os.write(fd, line)
             if written < len(line):  # a short write (a full disk): finish the line
                 view = memoryview(line)[written:]
                 while view:
                     view = view[os.write(fd, view) :]
 
-    def _open(self, day: str, trace_type: str) -> int:
-        # Called with the lock held. Descriptors of earlier days are closed on rollover.
-        for key in [k for k in self._fds if k[0] != day]:
+    def _rollover(self, now: float) -> None:
+        # Called with the lock held: descriptors of the previous day are closed.
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
             with contextlib.suppress(OSError):
-                os.close(self._fds.pop(key))
-        directory = self.home.ensure_dir(f"traces/{day}")
+                os.close(fd)
+        self._day_number = int(now) // 86400
+        self._day = _formatted(now)[2]
+
+    def _open(self, trace_type: str) -> int:
+        # Called with the lock held.
+        directory = self.home.ensure_dir(f"traces/{self._day}")
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(directory / f"{trace_type}.jsonl", flags, 0o600)
-        self._fds[(day, trace_type)] = fd
+        self._fds[trace_type] = fd
         return fd
 
     def _failed(self, trace_type: str, exc: BaseException) -> None:
