@@ -34,6 +34,7 @@ import enum
 import json
 import logging
 import os
+import random
 import secrets
 import threading
 import time
@@ -103,6 +104,12 @@ _MAX_ERROR_CHARS = 500
 _current_span: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "fermix_trace_span", default=None
 )
+#: Span ids need to be unique, not secret: a pseudo-random generator of the module's own,
+#: seeded from the OS at import (no system call per span, unlike ``secrets``), and seeded
+#: afresh in a forked child so parent and child never share a sequence.
+_span_ids = random.Random()  # noqa: S311 - ids, not secrets
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_span_ids.seed)
 
 
 # --------------------------------------------------------------------------- session ids
@@ -571,7 +578,7 @@ class Span:
         self.name = name
         self.session_id = session_id
         self.fields = dict(fields)
-        self.span_id = secrets.token_hex(8)
+        self.span_id = f"{_span_ids.getrandbits(64):016x}"
         self.parent_span_id: str | None = None
         self._started = 0.0
         self._started_wall = 0.0
@@ -614,7 +621,7 @@ class Span:
         if exc is not None:
             payload["status"] = "error" if isinstance(exc, Exception) else "cancelled"
             payload["error"] = exc
-        self.tracer.record(self.type, session_id=self.session_id, **payload)
+        self.tracer.record_fields(self.type, payload, session_id=self.session_id)
         return False
 
     async def __aenter__(self) -> Span:
