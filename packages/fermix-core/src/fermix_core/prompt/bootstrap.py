@@ -105,7 +105,12 @@ def shipped_template(name: str) -> str:
     """The text of template *name* as this build ships it (``"SOUL.md"``)."""
     if name not in {"IDENTITY.md", "FERMIX.md", "SOUL.md", "REALTIME.md", "USER.md", "MEMORY.md"}:
         raise ValueError(f"no shipped prompt template called {name!r}")
-    return (resources.files("fermix_core.prompt") / "templates" / name).read_text("utf-8")
+    try:
+        # A package installed as files (wheels, editable installs): read it next to this
+        # module; importlib.resources would load its readers and zipfile for that.
+        return (Path(__file__).parent / "templates" / name).read_text("utf-8")
+    except OSError:  # a zipped install: its files are only reachable through the loader
+        return (resources.files("fermix_core.prompt") / "templates" / name).read_text("utf-8")
 
 
 def template_sha256(name: str) -> str:
