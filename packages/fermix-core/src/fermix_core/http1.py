@@ -6,7 +6,7 @@ every read and write, h11 (pure Python) framing each event, anyio streams over t
 about 0.6–0.9 ms of CPU per request on this project's benchmark machine, more than the whole
 rest of a webhook delivery. aiohttp's client costs a fifth of that but importing it adds
 ~11 MiB to the daemon. This transport keeps httpx's client (its API, its exceptions, its
-proxy mounts, auth, timeouts) and replaces only the wire: one :class:`asyncio.Protocol` per
+mounts, auth, timeouts) and replaces only the wire: one :class:`asyncio.Protocol` per
 connection fed to httptools' response parser (llhttp, already what the ingress parses
 requests with), a per-origin pool of keep-alive connections, and waits that are plain
 futures with a timer (no task cancellation).
@@ -15,8 +15,9 @@ What it does not handle goes to the *fallback* transport (httpx's own, pooled):
 
 * ``HEAD`` and ``CONNECT`` (the parser cannot tell a ``HEAD`` answer has no body),
   schemes other than ``http``/``https``, and any loop other than asyncio's (trio);
-* proxies: httpx routes proxied URLs to its own proxy transports before a transport is
-  chosen, so this one only ever sees direct requests.
+* proxies: a ``proxy=`` or ``mounts=`` given to the client routes those URLs to httpx's own
+  transports before this one is chosen. (httpx reads no proxy from the environment for a
+  client built with its own transport, as with the pooled transport before it.)
 
 Behaviour kept from the pooled transport: keep-alive connections expire after
 ``keepalive_expiry`` idle seconds, at most ``max_connections`` open (a request waits for a
