@@ -408,3 +408,28 @@ async def test_tls_verifies_with_the_deferred_trust_store(
         reply = await client.get(f"https://127.0.0.1:{server.port}/page")
     assert reply.status_code == 200 and b"secure hello" in reply.content
     assert server.requests[0].startswith(b"GET /page ")
+
+
+async def test_cookies_a_platform_sets_are_kept_and_sent_back_as_httpx_does() -> None:
+    cookie_headers: list[bytes | None] = []
+
+    async def handler(number, reader, writer):
+        while True:
+            headers = await server.request(number, reader)
+            cookie_headers.append(headers.get(b"cookie"))
+            if len(cookie_headers) == 2:
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nset-cookie: session=abc; Path=/\r\ncontent-length: 2"
+                    b"\r\n\r\nok"
+                )
+            else:
+                writer.write(OK)
+
+    server = RawServer(handler)
+    async with server, lean() as client:
+        await client.get(f"{server.url}/1")
+        assert not client.cookies  # nothing set, nothing kept
+        await client.get(f"{server.url}/2")
+        assert client.cookies.get("session") == "abc"
+        await client.get(f"{server.url}/3")
+    assert cookie_headers == [None, None, b"session=abc"]

@@ -320,6 +320,37 @@ def _transport_class() -> Any:
 _TRANSPORT_OPTIONS = frozenset({"http1", "http2", "cert"})
 
 
+@functools.cache
+def _lean_client_class() -> Any:
+    import httpx
+
+    class SetCookieOnly(httpx.Cookies):
+        """Cookies read from a response only when it sets one: httpx runs every response
+        through ``http.cookiejar`` (two compatibility objects and a header scan, ~20 us),
+        and the platform APIs authenticate by token, not cookie. Same jar, same result."""
+
+        def extract_cookies(self, response: httpx.Response) -> None:
+            if "set-cookie" in response.headers:
+                super().extract_cookies(response)
+
+    class LeanClient(httpx.AsyncClient):
+        """``httpx.AsyncClient`` whose cookie jar is :class:`SetCookieOnly`."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.cookies = kwargs.get("cookies")
+
+        @property
+        def cookies(self) -> httpx.Cookies:
+            return self._set_cookie_only
+
+        @cookies.setter
+        def cookies(self, cookies: Any) -> None:
+            self._set_cookie_only = SetCookieOnly(cookies)
+
+    return LeanClient
+
+
 def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
     """The runtime-wide ``httpx.AsyncClient``: keep-alive expiry, no redirects, a verifying
     TLS context that loads its certificates only when a TLS connection opens, and the
@@ -360,4 +391,6 @@ def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
                 max_connections=limits.max_connections or MAX_CONNECTIONS,
                 keepalive_expiry=limits.keepalive_expiry,
             )
+    if lean:
+        return _lean_client_class()(verify=verify, **kwargs)
     return httpx.AsyncClient(verify=verify, **kwargs)
