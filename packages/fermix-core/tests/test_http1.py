@@ -433,3 +433,40 @@ async def test_cookies_a_platform_sets_are_kept_and_sent_back_as_httpx_does() ->
         assert client.cookies.get("session") == "abc"
         await client.get(f"{server.url}/3")
     assert cookie_headers == [None, None, b"session=abc"]
+
+
+def test_one_client_used_from_one_event_loop_after_another() -> None:
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    client = lean()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+
+    async def get() -> bytes:
+        return (await client.get(url)).content
+
+    try:
+        assert asyncio.run(get()) == b"ok"
+        assert client._transport.open_connections == 1  # kept alive, on a loop now closed
+        assert asyncio.run(get()) == b"ok"  # the old loop's connection is not used
+        assert client._transport.open_connections == 1
+        asyncio.run(client.aclose())
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

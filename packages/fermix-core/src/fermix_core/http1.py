@@ -23,7 +23,9 @@ Behaviour kept from the pooled transport: keep-alive connections expire after
 ``keepalive_expiry`` idle seconds, at most ``max_connections`` open (a request waits for a
 slot up to the pool timeout), and a request that meets a reused keep-alive connection the
 server has just closed (EOF or reset before any response byte) is sent once more on a fresh
-connection when its body can be replayed. Errors are httpx's (``ConnectError``,
+connection when its body can be replayed. One event loop at a time, like httpcore's pool:
+when requests start coming from another loop (a test's next ``asyncio.run``), the idle
+connections of the previous one are dropped. Errors are httpx's (``ConnectError``,
 ``ConnectTimeout``, ``ReadTimeout``, ``WriteTimeout``, ``PoolTimeout``, ``ReadError``,
 ``WriteError``, ``RemoteProtocolError``, ``LocalProtocolError``), so callers' handling is
 unchanged.
@@ -603,6 +605,12 @@ class Http1Transport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._closed = True
+        try:
+            loop: Any = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not self.loop:
+            self._forget()  # connections of a loop that is gone
         for idle in self._idle.values():
             for connection in idle:
                 connection.close()
