@@ -223,6 +223,9 @@ async def test_hostile_answers_are_protocol_errors_and_their_connections_are_dro
         b"HTTP/1.1 2x0 nonsense\r\n\r\n",
         b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokEXTRA BYTES",
         b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n" + b"x-pad: " + b"a" * 70_000 + b"\r\n\r\n",  # a head without end
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n"
+        b"2\r\nok\r\n0\r\n\r\n",
     ]
 
     async def handler(number, reader, writer):
@@ -244,8 +247,13 @@ async def test_hostile_answers_are_protocol_errors_and_their_connections_are_dro
         assert (await client.get(f"{server.url}/extra")).content == b"ok"
         with pytest.raises(httpx.RemoteProtocolError, match="switched protocols"):
             await client.get(f"{server.url}/upgrade")
+        with pytest.raises(httpx.RemoteProtocolError, match="over 64 KiB"):
+            await client.get(f"{server.url}/endless-head")
+        # Both framings at once (a smuggling vector): refused by the parser.
+        with pytest.raises(httpx.RemoteProtocolError, match="malformed"):
+            await client.get(f"{server.url}/two-framings")
         assert (await client.get(f"{server.url}/fine")).content == b"ok"
-    assert [n for n, _ in server.seen] == [0, 1, 2, 3, 4]
+    assert [n for n, _ in server.seen] == [0, 1, 2, 3, 4, 5, 6]
 
 
 async def test_header_injection_is_refused_before_anything_is_sent() -> None:

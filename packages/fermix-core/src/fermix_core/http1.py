@@ -53,6 +53,8 @@ READ_HIGH_WATER = 1 << 20
 READ_LOW_WATER = 1 << 18
 #: A request body at most this large goes out in the same write as the head.
 COALESCE_BODY_BYTES = 1 << 16
+#: A response head (status line and headers) larger than this is refused.
+MAX_HEAD_BYTES = 1 << 16
 #: How often (at most) idle connections of every origin are checked for expiry.
 SWEEP_SECONDS = 1.0
 
@@ -132,6 +134,8 @@ class _Connection(asyncio.Protocol):
         self.complete = False
         self.error: Exception | None = None
         self.got_bytes = False
+        self.head_bytes = 0
+        self.header_bytes = 0
         self.keep_alive = False
         self.want_close = False
 
@@ -153,9 +157,20 @@ class _Connection(asyncio.Protocol):
         except parsing.HttpParserUpgrade:
             self._fail(httpx.RemoteProtocolError("the server switched protocols unasked"))
             self.close()
+            return
         except parsing.HttpParserError as exc:
             self._fail(httpx.RemoteProtocolError(f"malformed HTTP response: {exc}"))
             self.close()
+            return
+        if not self.headers_done:
+            self.head_bytes += len(data)  # a head that never ends
+            if self.head_bytes > MAX_HEAD_BYTES:
+                self._head_too_large()
+        if self.error is not None:
+            self.close()
+
+    def _head_too_large(self) -> None:
+        self._fail(httpx.RemoteProtocolError("the response head is over 64 KiB"))
 
     def eof_received(self) -> bool:
         return False  # close our side too; connection_lost follows
@@ -194,6 +209,9 @@ class _Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name, value))
+        self.header_bytes += len(name) + len(value) + 4
+        if self.header_bytes > MAX_HEAD_BYTES:  # h11 caps a head too
+            self._head_too_large()
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
@@ -306,6 +324,8 @@ class _Connection(asyncio.Protocol):
                 raise self._mapped(request)
             if await self.wait(read_timeout):
                 raise httpx.ReadTimeout("timed out waiting for the response", request=request)
+        if self.error is not None:  # the head arrived whole, but wrong
+            raise self._mapped(request)
         self.want_close = closing
         return httpx.Response(
             self.status,
