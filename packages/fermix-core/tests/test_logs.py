@@ -349,6 +349,47 @@ def test_known_secret_values_are_redacted_after_registration() -> None:
     assert redact(f"v={value}") == f"v={value}"
 
 
+def test_memos_of_redacted_text_are_emptied_when_a_secret_is_learnt() -> None:
+    value = "Mw4pQ9xL2vB7nR5tK8cJ3hF6dS1aG0zY"
+    memo = logs.redaction_memo()
+    try:
+        assert logs.remember(memo, f"id={value}", str.upper) == f"ID={value.upper()}"
+        assert logs.redact_short(f"id={value}") == f"id={value}"
+        assert memo == {f"id={value}": f"ID={value.upper()}"}
+        logs.add_known_secret(value)
+        assert memo == {}, "a memo made with the old secrets is never served after"
+        assert logs.redact_short(f"id={value}") == "id=[REDACTED:secret]"
+        assert logs.remember(memo, f"id={value}") == "id=[REDACTED:secret]"
+    finally:
+        logs.forget_known_secrets()
+    assert memo == {}
+    assert logs.redact_short(f"id={value}") == f"id={value}"
+
+
+def test_a_redaction_raced_by_a_new_secret_is_not_remembered() -> None:
+    value = "Hc5nW8qT1yU4iO7pA2sD9fG6hJ3kL0zX"
+    memo = logs.redaction_memo()
+
+    def learn_meanwhile(text: str) -> str:
+        # The secret arrives while the old redaction is being computed (another thread).
+        logs.add_known_secret(value)
+        return text
+
+    try:
+        assert logs.remember(memo, f"k={value}", learn_meanwhile) == f"k={value}"
+        assert f"k={value}" not in memo
+        assert logs.redact_short(f"k={value}") == "k=[REDACTED:secret]"
+    finally:
+        logs.forget_known_secrets()
+
+
+def test_long_texts_are_redacted_but_not_remembered() -> None:
+    memo = logs.redaction_memo()
+    text = "x" * 200 + " " + GITHUB_TOKEN
+    assert logs.remember(memo, text) == "x" * 200 + " [REDACTED:github]"
+    assert memo == {}
+
+
 def test_rotation_matches_the_standard_librarys(tmp_path: Path) -> None:
     """Same records, same limits: the same files with the same contents as
     ``logging.handlers.RotatingFileHandler`` leaves."""

@@ -20,6 +20,7 @@ import re
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -101,6 +102,8 @@ _MIN_SHAPED = _MIN_KNOWN_SECRET
 _known_lock = threading.Lock()
 _known_values: set[str] = set()
 _known_pattern: re.Pattern[str] | None = None
+#: Bumped (under ``_known_lock``) whenever the known secrets change; see :func:`remember`.
+_generation = 0
 
 
 def add_known_secret(value: str) -> None:
@@ -120,7 +123,7 @@ def add_known_secret(value: str) -> None:
         _known_values.update(spellings)
         ordered = sorted(_known_values, key=len, reverse=True)
         _known_pattern = re.compile("|".join(re.escape(v) for v in ordered))
-        _redacted.clear()
+        _forget_memos()
 
 
 def forget_known_secrets() -> None:
@@ -128,7 +131,7 @@ def forget_known_secrets() -> None:
     with _known_lock:
         _known_values.clear()
         _known_pattern = None
-        _redacted.clear()
+        _forget_memos()
 
 
 def marker(vendor: str) -> str:
@@ -140,18 +143,54 @@ def marker(vendor: str) -> str:
 _redacted: dict[str, str] = {}
 _REDACTED_MAX_CHARS = 128
 _REDACTED_MAX_ENTRIES = 4096
+#: Every memo of redacted text (:func:`redaction_memo`): all are emptied together.
+_memos: list[dict[str, str]] = [_redacted]
+
+
+def _forget_memos() -> None:
+    # Called with _known_lock held.
+    global _generation
+    _generation += 1
+    for memo in _memos:
+        memo.clear()
+
+
+def redaction_memo() -> dict[str, str]:
+    """A new memo for values derived from redacted short texts (fill it with :func:`remember`).
+
+    The redactor empties it whenever the known secrets change, so a value remembered before
+    a secret was learnt is never served after: read it with ``memo.get(text)``.
+    """
+    memo: dict[str, str] = {}
+    with _known_lock:
+        _memos.append(memo)
+    return memo
+
+
+def remember(memo: dict[str, str], text: str, derive: Callable[[str], str] = str) -> str:
+    """``derive(redact(text))``, stored in *memo* (one of :func:`redaction_memo`'s) under *text*.
+
+    Texts over 128 characters are not stored. The value is stored only if the known secrets
+    did not change while it was computed — otherwise a redaction made with the old secrets
+    could outlive the change.
+    """
+    if len(text) > _REDACTED_MAX_CHARS:
+        return derive(redact(text))
+    generation = _generation
+    done = derive(redact(text))
+    with _known_lock:
+        if generation == _generation:
+            if len(memo) >= _REDACTED_MAX_ENTRIES:
+                memo.clear()
+            memo[text] = done
+    return done
 
 
 def redact_short(text: str) -> str:
     """:func:`redact`, remembered for texts of up to 128 characters."""
-    if len(text) > _REDACTED_MAX_CHARS:
-        return redact(text)
     done = _redacted.get(text)
     if done is None:
-        done = redact(text)
-        if len(_redacted) >= _REDACTED_MAX_ENTRIES:
-            _redacted.clear()
-        _redacted[text] = done
+        done = remember(_redacted, text)
     return done
 
 
