@@ -347,3 +347,96 @@ def test_known_secret_values_are_redacted_after_registration() -> None:
     finally:
         logs.forget_known_secrets()
     assert redact(f"v={value}") == f"v={value}"
+
+
+def test_memos_of_redacted_text_are_emptied_when_a_secret_is_learnt() -> None:
+    value = "Mw4pQ9xL2vB7nR5tK8cJ3hF6dS1aG0zY"
+    memo = logs.redaction_memo()
+    try:
+        assert logs.remember(memo, f"id={value}", str.upper) == f"ID={value.upper()}"
+        assert logs.redact_short(f"id={value}") == f"id={value}"
+        assert memo == {f"id={value}": f"ID={value.upper()}"}
+        logs.add_known_secret(value)
+        assert memo == {}, "a memo made with the old secrets is never served after"
+        assert logs.redact_short(f"id={value}") == "id=[REDACTED:secret]"
+        assert logs.remember(memo, f"id={value}") == "id=[REDACTED:secret]"
+    finally:
+        logs.forget_known_secrets()
+    assert memo == {}
+    assert logs.redact_short(f"id={value}") == f"id={value}"
+
+
+def test_a_redaction_raced_by_a_new_secret_is_not_remembered() -> None:
+    value = "Hc5nW8qT1yU4iO7pA2sD9fG6hJ3kL0zX"
+    memo = logs.redaction_memo()
+
+    def learn_meanwhile(text: str) -> str:
+        # The secret arrives while the old redaction is being computed (another thread).
+        logs.add_known_secret(value)
+        return text
+
+    try:
+        assert logs.remember(memo, f"k={value}", learn_meanwhile) == f"k={value}"
+        assert f"k={value}" not in memo
+        assert logs.redact_short(f"k={value}") == "k=[REDACTED:secret]"
+    finally:
+        logs.forget_known_secrets()
+
+
+def test_long_texts_are_redacted_but_not_remembered() -> None:
+    memo = logs.redaction_memo()
+    text = "x" * 200 + " " + GITHUB_TOKEN
+    assert logs.remember(memo, text) == "x" * 200 + " [REDACTED:github]"
+    assert memo == {}
+
+
+def test_rotation_matches_the_standard_librarys(tmp_path: Path) -> None:
+    """Same records, same limits: the same files with the same contents as
+    ``logging.handlers.RotatingFileHandler`` leaves."""
+    import logging.handlers
+
+    made = {}
+    for name, cls in (
+        ("ours", PrivateRotatingFileHandler),
+        ("stdlib", logging.handlers.RotatingFileHandler),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        handler = cls(folder / "fermix.log", maxBytes=120, backupCount=3, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger(f"fermix.test.rotation.{name}")
+        logger.propagate = False
+        logger.addHandler(handler)
+        try:
+            for i in range(40):
+                logger.warning("record %02d %s", i, "x" * (i % 7) * 5)
+        finally:
+            logger.removeHandler(handler)
+            logger.propagate = True
+            handler.close()
+        made[name] = {p.name: p.read_text() for p in sorted(folder.iterdir())}
+    assert list(made["ours"]) == ["fermix.log", "fermix.log.1", "fermix.log.2", "fermix.log.3"]
+    assert made["ours"] == made["stdlib"]
+
+
+def test_a_log_that_is_not_a_regular_file_never_rotates(tmp_path: Path) -> None:
+    handler = PrivateRotatingFileHandler(os.devnull, maxBytes=10, backupCount=2)
+    try:
+        record = logging.LogRecord("fermix.test", logging.WARNING, __file__, 1, "x" * 50, (), None)
+        assert handler.shouldRollover(record) is False
+        handler.emit(record)
+    finally:
+        handler.close()
+
+
+def test_setting_up_logs_imports_no_logging_handlers(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from fermix_core.logs import setup_logging\n"
+        f"setup_logging({str(tmp_path)!r}, console=False)\n"
+        "import logging; logging.getLogger('fermix.x').warning('hello')\n"
+        "print('logging.handlers' in sys.modules, 'pickle' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    assert "hello" in (tmp_path / "logs" / "fermix.log").read_text()

@@ -25,6 +25,8 @@ from fermix_core.traces import (
     main_session_id,
     subagent_session_id,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SECRET_TEXT = "my bank PIN is 4921 and the meeting is about the merger"
 
@@ -305,3 +307,130 @@ def test_no_record_carries_a_secret(home: FermixHome, known_key: str, capture: b
     for line in raw.splitlines():
         json.loads(line)
     assert "[REDACTED:secret]" in raw
+
+
+# --------------------------------------------------------------------------- line format
+
+
+def reference_line(tracer: Tracer, trace_type: str, now: float, session_id, fields) -> bytes:
+    """A record built as one dict and encoded whole: the format the traces have always had."""
+    from fermix_core import traces
+
+    second = datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    record = {"ts": f"{second}.{int((now % 1) * 1000):03d}Z", "type": trace_type}
+    if session_id is not None:
+        record["session_id"] = session_id
+    for key, value in fields.items():
+        if key in record:
+            key = f"field_{key}"
+        if tracer.capture_content:
+            record[key] = traces._plain(value)
+        elif key in traces.CONTENT_FIELDS or isinstance(value, Body):
+            record[key] = traces._size(value)
+        else:
+            record[key] = traces._bounded(value)
+    return (traces._ENCODER.encode(record) + "\n").encode("utf-8", "replace")
+
+
+_texts = st.one_of(
+    st.sampled_from(["", "ok", "turn_start", "gpt-x", "naïve ☃ 🙂", 'q"uo\\te\n\t\x00', "x" * 300]),
+    st.sampled_from([*SHAPED, f"key {PLAIN_KEY} here", "\ud800 lone surrogate"]),
+    st.text(max_size=40),
+    st.text(st.characters(codec="utf-8"), min_size=120, max_size=300),
+)
+_scalars = st.one_of(
+    _texts,
+    st.integers(),
+    st.floats(),
+    st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0, 1e300, True, False, None]),
+)
+_values = st.recursive(
+    st.one_of(_scalars, st.builds(Body, _scalars), st.binary(max_size=8)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=40),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(_texts, st.sampled_from(["text", "result"])), inner, max_size=5),
+    ),
+    max_leaves=12,
+)
+_names = st.one_of(
+    st.sampled_from(
+        [
+            *("ts", "type", "session_id", "field_ts", "field_type", "field_session_id"),
+            *("text", "output", "arguments", "model", "tool_calls", "duration_ms"),
+        ]
+    ),
+    st.text(min_size=1, max_size=12),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    trace_type=st.sampled_from(TRACE_TYPES),
+    now=st.floats(min_value=0, max_value=4e9),
+    session_id=st.one_of(st.none(), _texts, st.integers()),
+    fields=st.dictionaries(_names, _values, max_size=8),
+    capture=st.booleans(),
+)
+def test_lines_are_byte_identical_to_encoding_the_record_whole(
+    tmp_path_factory: pytest.TempPathFactory,
+    trace_type: str,
+    now: float,
+    session_id,
+    fields: dict,
+    capture: bool,
+) -> None:
+    from fermix_core import logs
+
+    logs.add_known_secret(PLAIN_KEY)
+    try:
+        tracer = Tracer(tmp_path_factory.getbasetemp() / "unused", capture_content=capture)
+        expected = reference_line(tracer, trace_type, now, session_id, fields)
+        assert tracer._line(trace_type, now, session_id, fields) == expected
+        assert tracer._line(trace_type, now, session_id, fields) == expected, "memoised alike"
+    finally:
+        logs.forget_known_secrets()
+
+
+def test_the_common_field_shapes_are_written_as_before(home: FermixHome) -> None:
+    tracer = Tracer(home, capture_content=False)
+    now = 1_767_225_600.0625  # 2026-01-01T00:00:00.062Z
+    fields = {
+        "direction": "inbound",
+        "text": Body("hello"),
+        "output": "a reply",
+        "result": 7,  # a content field holding a number: still only its size
+        "attachments": 0,
+        "initial": True,
+        "iterations": None,
+        "duration_ms": 0.1,
+        "ratio": float("nan"),
+        "ts": "mine",
+        "field_ts": "theirs",
+    }
+    line = tracer._line("channel_msg", now, "main-1", fields)
+    assert line == (
+        b'{"ts":"2026-01-01T00:00:00.062Z","type":"channel_msg","session_id":"main-1",'
+        b'"direction":"inbound","text":{"omitted":true,"chars":5},'
+        b'"output":{"omitted":true,"chars":7},"result":{"omitted":true,"chars":0},'
+        b'"attachments":0,"initial":true,"iterations":null,"duration_ms":0.1,"ratio":NaN,'
+        b'"field_ts":"mine","field_field_ts":"theirs"}\n'
+    )
+    assert line == reference_line(tracer, "channel_msg", now, "main-1", fields)
+
+
+def test_a_secret_learnt_later_is_redacted_from_a_field_written_before(home: FermixHome) -> None:
+    from fermix_core import logs
+
+    value = "Lp3vN8qZ2wX5rT9yB4mK7cH1jF6dG0sQ"
+    logs.forget_known_secrets()
+    try:
+        with Tracer(home, capture_content=False) as tracer:
+            tracer.record("agent_event", session_id="s", event=f"auth {value}")
+            logs.add_known_secret(value)
+            tracer.record("agent_event", session_id="s", event=f"auth {value}")
+    finally:
+        logs.forget_known_secrets()
+    first, second = lines(home, "agent_event")
+    assert first["event"] == f"auth {value}", "not a secret yet when it was written"
+    assert second["event"] == "auth [REDACTED:secret]"

@@ -20,7 +20,7 @@ import re
 import sys
 import threading
 import traceback
-from logging.handlers import RotatingFileHandler
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -102,6 +102,8 @@ _MIN_SHAPED = _MIN_KNOWN_SECRET
 _known_lock = threading.Lock()
 _known_values: set[str] = set()
 _known_pattern: re.Pattern[str] | None = None
+#: Bumped (under ``_known_lock``) whenever the known secrets change; see :func:`remember`.
+_generation = 0
 
 
 def add_known_secret(value: str) -> None:
@@ -121,7 +123,7 @@ def add_known_secret(value: str) -> None:
         _known_values.update(spellings)
         ordered = sorted(_known_values, key=len, reverse=True)
         _known_pattern = re.compile("|".join(re.escape(v) for v in ordered))
-        _redacted.clear()
+        _forget_memos()
 
 
 def forget_known_secrets() -> None:
@@ -129,7 +131,7 @@ def forget_known_secrets() -> None:
     with _known_lock:
         _known_values.clear()
         _known_pattern = None
-        _redacted.clear()
+        _forget_memos()
 
 
 def marker(vendor: str) -> str:
@@ -141,18 +143,54 @@ def marker(vendor: str) -> str:
 _redacted: dict[str, str] = {}
 _REDACTED_MAX_CHARS = 128
 _REDACTED_MAX_ENTRIES = 4096
+#: Every memo of redacted text (:func:`redaction_memo`): all are emptied together.
+_memos: list[dict[str, str]] = [_redacted]
+
+
+def _forget_memos() -> None:
+    # Called with _known_lock held.
+    global _generation
+    _generation += 1
+    for memo in _memos:
+        memo.clear()
+
+
+def redaction_memo() -> dict[str, str]:
+    """A new memo for values derived from redacted short texts (fill it with :func:`remember`).
+
+    The redactor empties it whenever the known secrets change, so a value remembered before
+    a secret was learnt is never served after: read it with ``memo.get(text)``.
+    """
+    memo: dict[str, str] = {}
+    with _known_lock:
+        _memos.append(memo)
+    return memo
+
+
+def remember(memo: dict[str, str], text: str, derive: Callable[[str], str] = str) -> str:
+    """``derive(redact(text))``, stored in *memo* (one of :func:`redaction_memo`'s) under *text*.
+
+    Texts over 128 characters are not stored. The value is stored only if the known secrets
+    did not change while it was computed — otherwise a redaction made with the old secrets
+    could outlive the change.
+    """
+    if len(text) > _REDACTED_MAX_CHARS:
+        return derive(redact(text))
+    generation = _generation
+    done = derive(redact(text))
+    with _known_lock:
+        if generation == _generation:
+            if len(memo) >= _REDACTED_MAX_ENTRIES:
+                memo.clear()
+            memo[text] = done
+    return done
 
 
 def redact_short(text: str) -> str:
     """:func:`redact`, remembered for texts of up to 128 characters."""
-    if len(text) > _REDACTED_MAX_CHARS:
-        return redact(text)
     done = _redacted.get(text)
     if done is None:
-        done = redact(text)
-        if len(_redacted) >= _REDACTED_MAX_ENTRIES:
-            _redacted.clear()
-        _redacted[text] = done
+        done = remember(_redacted, text)
     return done
 
 
@@ -212,8 +250,29 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().formatStack(stack_info))
 
 
-class PrivateRotatingFileHandler(RotatingFileHandler):
-    """Rotating handler that creates every log file (rollovers included) with mode 0600."""
+class PrivateRotatingFileHandler(logging.FileHandler):
+    """A size-rotated log file created (rollovers included) with mode 0600.
+
+    It rotates as :class:`logging.handlers.RotatingFileHandler` does — before a record
+    that would take a regular file to *maxBytes* or beyond, ``fermix.log`` becomes
+    ``fermix.log.1``, ``.1`` becomes ``.2`` and so on up to *backupCount* — but is built on
+    :class:`logging.FileHandler`: :mod:`logging.handlers` imports :mod:`pickle` and its
+    socket, queue and e-mail handlers' machinery, about half a megabyte in every process
+    that only writes a file.
+    """
+
+    def __init__(
+        self,
+        filename: str | os.PathLike[str],
+        maxBytes: int = 0,  # RotatingFileHandler's parameter names
+        backupCount: int = 0,
+        encoding: str | None = None,
+        delay: bool = False,
+        errors: str | None = None,
+    ) -> None:
+        super().__init__(filename, "a", encoding=encoding, delay=delay, errors=errors)
+        self.maxBytes = maxBytes
+        self.backupCount = backupCount
 
     def _open(self) -> IO[str]:  # type: ignore[override]
         def opener(path: str, flags: int) -> int:
@@ -224,6 +283,47 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
         )
         os.chmod(self.baseFilename, 0o600)
         return stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.shouldRollover(record):
+                self.doRollover()
+            logging.FileHandler.emit(self, record)
+        except Exception:
+            self.handleError(record)
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        """Whether *record* would take the file to ``maxBytes``; never for a path that is
+        not a regular file (``/dev/null``, a pipe)."""
+        if os.path.exists(self.baseFilename) and not os.path.isfile(self.baseFilename):
+            return False
+        if self.stream is None:
+            self.stream = self._open()
+        if self.maxBytes > 0:
+            message = f"{self.format(record)}\n"
+            self.stream.seek(0, 2)
+            if self.stream.tell() + len(message) >= self.maxBytes:
+                return True
+        return False
+
+    def doRollover(self) -> None:
+        if self.stream:
+            self.stream.close()
+            self.stream = None  # type: ignore[assignment]
+        if self.backupCount > 0:
+            for i in range(self.backupCount - 1, 0, -1):
+                source, target = f"{self.baseFilename}.{i}", f"{self.baseFilename}.{i + 1}"
+                if os.path.exists(source):
+                    if os.path.exists(target):
+                        os.remove(target)
+                    os.rename(source, target)
+            target = f"{self.baseFilename}.1"
+            if os.path.exists(target):
+                os.remove(target)
+            if os.path.exists(self.baseFilename):
+                os.rename(self.baseFilename, target)
+        if not self.delay:
+            self.stream = self._open()
 
 
 _MARK = "_fermix_handler"

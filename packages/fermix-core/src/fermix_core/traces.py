@@ -34,6 +34,7 @@ import enum
 import json
 import logging
 import os
+import random
 import secrets
 import threading
 import time
@@ -44,7 +45,7 @@ from types import TracebackType
 from typing import Any
 
 from fermix_core.home import FermixHome
-from fermix_core.logs import redact, redact_short
+from fermix_core.logs import redact, redact_short, redaction_memo, remember
 
 __all__ = [
     "CONTENT_ENV",
@@ -103,6 +104,12 @@ _MAX_ERROR_CHARS = 500
 _current_span: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "fermix_trace_span", default=None
 )
+#: Span ids need to be unique, not secret: a pseudo-random generator of the module's own,
+#: seeded from the OS at import (no system call per span, unlike ``secrets``), and seeded
+#: afresh in a forked child so parent and child never share a sequence.
+_span_ids = random.Random()  # noqa: S311 - ids, not secrets
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_span_ids.seed)
 
 
 # --------------------------------------------------------------------------- session ids
@@ -274,8 +281,17 @@ def _error_fields(exc: BaseException, *, bounded: bool) -> dict[str, Any]:
 # --------------------------------------------------------------------------- tracer
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
-#: The last second formatted: (whole second, "YYYY-MM-DDTHH:MM:SS", "YYYY-MM-DD").
+#: The encoder's own string escaper (the C one where available): what ``_ENCODER`` uses.
+_quote = json.encoder.encode_basestring
+#: The last second formatted: (whole second, ``{"ts":"YYYY-MM-DDTHH:MM:SS.``, "YYYY-MM-DD").
 _second: tuple[int, str, str] = (-1, "", "")
+#: ``"000"`` … ``"999"``: the milliseconds of a timestamp.
+_MILLIS = tuple(f"{n:03d}" for n in range(1000))
+#: ``Z","type":"<type>"`` per trace type: the rest of a record's fixed head.
+_HEADS = {t: f'Z","type":{_quote(t)}' for t in TRACE_TYPES}
+#: Field names already spelled as JSON object keys (``"name":``); names come from code.
+_KEYS: dict[str, str] = {}
+_MAX_KEYS = 4096
 
 
 def _formatted(now: float) -> tuple[int, str, str]:
@@ -286,7 +302,7 @@ def _formatted(now: float) -> tuple[int, str, str]:
         moment = datetime.fromtimestamp(whole, UTC)
         cached = _second = (
             whole,
-            moment.strftime("%Y-%m-%dT%H:%M:%S"),
+            '{"ts":"' + moment.strftime("%Y-%m-%dT%H:%M:%S."),
             moment.strftime("%Y-%m-%d"),
         )
     return cached
@@ -294,12 +310,86 @@ def _formatted(now: float) -> tuple[int, str, str]:
 
 def _stamp(now: float) -> str:
     """``2026-01-31T12:00:00.123Z``: UTC, milliseconds (formatted once per second)."""
-    _, second, _ = _formatted(now)
-    return f"{second}.{int((now % 1) * 1000):03d}Z"
+    return f"{_formatted(now)[1][7:]}{_MILLIS[int((now % 1) * 1000)]}Z"
 
 
-def _day(now: float) -> str:
-    return _formatted(now)[2]
+def _key(name: str) -> str:
+    """``,"name":`` — a field's separator and key, spelled once per name (names come from code)."""
+    spelled = _KEYS.get(name)
+    if spelled is None:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        spelled = _KEYS[name] = "," + _quote(name) + ":"
+    return spelled
+
+
+def _cut_quoted(text: str) -> str:
+    """A redacted non-content string, cut at :data:`MAX_FIELD_CHARS`, as JSON."""
+    if len(text) > MAX_FIELD_CHARS:
+        text = f"{text[:MAX_FIELD_CHARS]}…[+{len(text) - MAX_FIELD_CHARS} chars]"
+    return _quote(text)
+
+
+#: Short non-content strings as they are written (redacted, cut, quoted): trace fields repeat
+#: the same event names, channels, models and statuses on every turn. The redactor empties
+#: it whenever the known secrets change.
+_QUOTED = redaction_memo()
+
+
+def _string(text: str) -> str:
+    """What a non-content ``str`` field is written as (redacted before it is cut: half a key
+    is still a leak); remembered for short texts."""
+    quoted = _QUOTED.get(text)
+    if quoted is None:
+        quoted = remember(_QUOTED, text, _cut_quoted)
+    return quoted
+
+
+def _encoded(value: Any, key: str, capture: bool) -> str:
+    """One field's value as JSON, exactly as ``_ENCODER`` spells it inside the record.
+
+    The common shapes (exact ``str``/``int``/``float``/``bool``/``None``, a string body)
+    are spelled here without building an intermediate object; everything else goes through
+    :func:`_plain`/:func:`_size`/:func:`_bounded` and the encoder.
+    """
+    kind = type(value)
+    if capture:
+        if kind is str:
+            return _quote(redact(value))
+        return _ENCODER.encode(_plain(value))
+    if key in CONTENT_FIELDS or isinstance(value, Body):
+        body = value.value if isinstance(value, Body) else value
+        if type(body) is str:
+            return f'{{"omitted":true,"chars":{len(body)}}}'
+        return _ENCODER.encode(_size(value))
+    if kind is str:
+        return _string(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float:
+        spelled = float.__repr__(value)
+        if spelled[-1] not in "nf":  # nan, inf, -inf: the encoder's NaN/Infinity below
+            return spelled
+    return _ENCODER.encode(_bounded(value))
+
+
+def _renamed(fields: Mapping[str, Any], with_session: bool) -> dict[str, Any]:
+    """*fields* with names the record's head uses renamed ``field_<name>``.
+
+    A renamed field that meets a field already so named replaces its value in place, as
+    building the record as one dict did.
+    """
+    taken = {"ts", "type", "session_id"} if with_session else {"ts", "type"}
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in taken or key in out:
+            key = f"field_{key}"
+        out[key] = value
+    return out
 
 
 class Tracer:
@@ -320,13 +410,32 @@ class Tracer:
             content_capture_from_env() if capture_content is None else capture_content
         )
         self._lock = threading.Lock()
-        self._fds: dict[tuple[str, str], int] = {}
+        #: Open descriptors by trace type, all of the UTC day ``_day`` (day number since the
+        #: epoch ``_day_number``; -1 before the first record).
+        self._fds: dict[str, int] = {}
+        self._day_number = -1
+        self._day = ""
         self._failures: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ writing
 
     def record(self, type: str, *, session_id: str | None = None, **fields: Any) -> None:
         """Append one record of *type*; never raises."""
+        try:
+            now = time.time()
+            line = self._line(type, now, session_id, fields)
+            self._append(type, now, line)
+        except Exception as exc:
+            self._failed(type, exc)
+
+    def record_fields(
+        self, type: str, fields: Mapping[str, Any], *, session_id: str | None = None
+    ) -> None:
+        """:meth:`record` with the fields as a mapping (written in its order, not kept).
+
+        For callers that already hold the fields in a dict (a ``**fields`` wrapper): passing
+        it on saves unpacking it into keywords and packing it again.
+        """
         try:
             now = time.time()
             line = self._line(type, now, session_id, fields)
@@ -367,44 +476,76 @@ class Tracer:
     def _line(
         self, trace_type: str, now: float, session_id: str | None, fields: Mapping[str, Any]
     ) -> bytes:
-        if trace_type not in TRACE_TYPES:
+        """The record as one JSON line, byte for byte what encoding it as one dict gave:
+        ``ts``, ``type``, ``session_id`` when given, then the fields in order."""
+        head = _HEADS.get(trace_type)
+        if head is None:
             known = ", ".join(TRACE_TYPES)
             raise ValueError(f"unknown trace type {trace_type!r}; use one of {known}")
-        record: dict[str, Any] = {"ts": _stamp(now), "type": trace_type}
+        second = _second
+        if second[0] != int(now):
+            second = _formatted(now)
+        parts = [second[1], _MILLIS[int((now % 1) * 1000)], head]
+        add = parts.append
         if session_id is not None:
-            record["session_id"] = session_id
-        capture = self.capture_content
-        for key, value in fields.items():
-            if key in record:
-                key = f"field_{key}"
-            if capture:
-                record[key] = _plain(value)
-            elif key in CONTENT_FIELDS or isinstance(value, Body):
-                record[key] = _size(value)
-            else:
-                record[key] = _bounded(value)
-        return (_ENCODER.encode(record) + "\n").encode("utf-8", "replace")
+            add(',"session_id":')
+            add(_quote(session_id) if type(session_id) is str else _ENCODER.encode(session_id))
+            if "session_id" in fields or "ts" in fields or "type" in fields:
+                fields = _renamed(fields, True)
+        elif "ts" in fields or "type" in fields:
+            fields = _renamed(fields, False)
+        if self.capture_content:
+            for key, value in fields.items():
+                add(_KEYS.get(key) or _key(key))
+                add(_encoded(value, key, True))
+        else:
+            for key, value in fields.items():
+                add(_KEYS.get(key) or _key(key))
+                kind = type(value)
+                # The common shapes inline, most frequent first; _encoded spells them alike.
+                if key in CONTENT_FIELDS:
+                    add(_encoded(value, key, False))
+                elif kind is str:
+                    add(_QUOTED.get(value) or _string(value))
+                elif kind is int:
+                    add(int.__repr__(value))
+                elif value is None:
+                    add("null")
+                elif kind is bool:
+                    add("true" if value else "false")
+                else:
+                    add(_encoded(value, key, False))
+        add("}\n")
+        return "".join(parts).encode("utf-8", "replace")
 
     def _append(self, trace_type: str, now: float, line: bytes) -> None:
-        day = _day(now)
         with self._lock:
-            fd = self._fds.get((day, trace_type))
+            if int(now) // 86400 != self._day_number:  # a new UTC day: new files
+                self._rollover(now)
+            fd = self._fds.get(trace_type)
             if fd is None:
-                fd = self._open(day, trace_type)
-            view = memoryview(line)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+                fd = self._open(trace_type)
+            written = os.write(fd, line)
+            if written < len(line):  # a short write (a full disk): finish the line
+                view = memoryview(line)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
 
-    def _open(self, day: str, trace_type: str) -> int:
-        # Called with the lock held. Descriptors of earlier days are closed on rollover.
-        for key in [k for k in self._fds if k[0] != day]:
+    def _rollover(self, now: float) -> None:
+        # Called with the lock held: descriptors of the previous day are closed.
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
             with contextlib.suppress(OSError):
-                os.close(self._fds.pop(key))
-        directory = self.home.ensure_dir(f"traces/{day}")
+                os.close(fd)
+        self._day_number = int(now) // 86400
+        self._day = _formatted(now)[2]
+
+    def _open(self, trace_type: str) -> int:
+        # Called with the lock held.
+        directory = self.home.ensure_dir(f"traces/{self._day}")
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(directory / f"{trace_type}.jsonl", flags, 0o600)
-        self._fds[(day, trace_type)] = fd
+        self._fds[trace_type] = fd
         return fd
 
     def _failed(self, trace_type: str, exc: BaseException) -> None:
@@ -437,7 +578,7 @@ class Span:
         self.name = name
         self.session_id = session_id
         self.fields = dict(fields)
-        self.span_id = secrets.token_hex(8)
+        self.span_id = f"{_span_ids.getrandbits(64):016x}"
         self.parent_span_id: str | None = None
         self._started = 0.0
         self._started_wall = 0.0
@@ -480,7 +621,7 @@ class Span:
         if exc is not None:
             payload["status"] = "error" if isinstance(exc, Exception) else "cancelled"
             payload["error"] = exc
-        self.tracer.record(self.type, session_id=self.session_id, **payload)
+        self.tracer.record_fields(self.type, payload, session_id=self.session_id)
         return False
 
     async def __aenter__(self) -> Span:
