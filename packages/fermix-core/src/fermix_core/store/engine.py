@@ -394,7 +394,7 @@ class SyncStore:
     ) -> TurnStart:
         """``load_window`` + ``next_session_number`` + ``begin_turn`` in one transaction.
 
-        Six statements: ``BEGIN IMMEDIATE``; one ``UPDATE … RETURNING`` that checks the
+        Five statements: ``BEGIN IMMEDIATE``; one ``UPDATE … RETURNING`` that checks the
         conversation, sets its ``updated_at`` (the user message's time, the one write of it
         per turn) and reads the state the cached window is checked against; the turn's row,
         naming its user message's id in advance (the next one: the write lock is held);
