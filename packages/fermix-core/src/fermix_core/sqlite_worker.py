@@ -26,8 +26,10 @@ connection is never used by two threads at once. This module is that thread, mad
   runs on the loop while the thread is idle. It runs with
   ``busy_timeout = 0``, so the loop never waits for another process's lock: a call that
   finds the file locked (``BEGIN IMMEDIATE`` refused before anything ran) goes to the thread
-  and waits there. (The connection itself runs with ``busy_timeout = 0``; the thread sets
-  the component's own timeout for the one retry of a call that found the file locked.)
+  and waits there. (The connection itself runs with ``busy_timeout = 0``; the thread tries
+  such a call again every 0.1 ms for up to 20 ms — another connection of the daemon holds
+  the lock for less than SQLite's busy handler's first 1 ms sleep — then sets the
+  component's own timeout for one last, waiting retry.)
   In WAL mode with ``synchronous = NORMAL`` a commit writes a few pages to the OS cache
   and never syncs (checkpoints sync, on their own thread). Callers keep big work (large
   images to encode) off this path.
@@ -55,6 +57,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +77,13 @@ __all__ = [
 
 log = logging.getLogger("fermix.sqlite")
 
+#: A call that found the file locked is tried again every QUICK_PAUSE seconds for up to
+#: QUICK_WAIT seconds before SQLite's own busy handler takes over. That handler's first wait
+#: is a whole millisecond (then 2, 5, 10 ms…), longer than another connection in this daemon
+#: holds the lock (the history indexer's steps take well under a millisecond), so a turn
+#: behind one would wait ≥ 1 ms for a lock freed after a fraction of that.
+QUICK_PAUSE = 0.0001
+QUICK_WAIT = 0.02
 #: The most calls one transaction takes, so a long queue still commits in bounded steps.
 MAX_BATCH = 64
 #: Committed write transactions between two background checkpoints. A turn writes two
@@ -233,6 +243,8 @@ class SqliteWorker:
         self.calls = 0
         self.batches = 0
         self.inline = 0
+        #: Short retries of calls that found the file locked (see QUICK_PAUSE).
+        self.quick_retries = 0
         #: Calls handed to the thread and not yet answered (counted on the loop side).
         self._in_flight = 0
         #: Calls collected on the loop during this iteration, run together by _flush.
@@ -421,14 +433,48 @@ class SqliteWorker:
                 self._run_batch(batch)
             self._answer(batch)
 
+    def _pause(self) -> None:
+        """One short wait between two tries of a locked file (a method, so tests can step it)."""
+        time.sleep(QUICK_PAUSE)
+
+    def _quickly(self, attempt: Callable[[], bool]) -> bool:
+        """Try *attempt* (true once past the lock) every QUICK_PAUSE for up to QUICK_WAIT s."""
+        deadline = time.monotonic() + QUICK_WAIT
+        while True:
+            self._pause()
+            self.quick_retries += 1
+            if attempt():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
+    def _past_lock(self, call: _Call) -> bool:
+        """Run *call* again; whether it got past the lock (it ran, or failed otherwise)."""
+        call.run()
+        return not self._found_locked(call)
+
     def _patiently(self, run: Callable[[], Any]) -> Any:
-        """*run*, and once more waiting up to the busy timeout if it found the file locked."""
+        """*run*; if it found the file locked, short retries, then one waiting up to the busy
+        timeout."""
         conn = self.conn
         try:
             return run()
         except sqlite3.OperationalError as exc:
             if not _is_locked(exc) or conn.in_transaction:
                 raise
+        outcome: list[Any] = []
+
+        def attempt() -> bool:
+            try:
+                outcome.append(run())
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc) or conn.in_transaction:
+                    raise
+                return False
+            return True
+
+        if self._quickly(attempt):
+            return outcome[0]
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
         try:
             return run()
@@ -438,8 +484,8 @@ class SqliteWorker:
     def _run_alone(self, call: _Call) -> None:
         self.batches += 1
         call.run()
-        if self._found_locked(call):
-            # It found the file locked before anything ran: once more, waiting this time.
+        if self._found_locked(call) and not self._quickly(lambda: self._past_lock(call)):
+            # Still locked, and nothing ran: once more, waiting this time.
             self.conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             try:
                 call.run()

@@ -510,3 +510,57 @@ async def test_concurrent_calls_on_a_locked_file_wait_on_the_thread(
     for cid in cids:
         window = await store.load_window(cid)
         assert [m.message.text for m in window] == [f"q{cid}"]
+
+
+@pytest.mark.parametrize("together", [1, 4], ids=["alone", "batch"])
+async def test_a_briefly_locked_file_is_retried_in_short_steps_not_slept_on(
+    store: ConversationStore, db_path, monkeypatch: pytest.MonkeyPatch, together: int
+) -> None:
+    """The lock is freed during the first short pause: the next try gets it, without
+    SQLite's busy handler (whose first sleep alone is a millisecond)."""
+    cids = [
+        await store.conversation_id(ConversationKey("cli", f"brief{together}-{i}"))
+        for i in range(together)
+    ]
+    other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another connection holds the write lock
+    worker = store.worker
+    pauses: list[int] = []
+    timeouts: list[str] = []
+
+    def pause() -> None:
+        pauses.append(1)
+        if other.in_transaction:
+            other.execute("COMMIT")  # the holder finishes while the call waits
+
+    real = worker.conn
+
+    class Spy:
+        """The worker's connection, recording every busy_timeout change made on it."""
+
+        def __getattr__(self, name: str):
+            return getattr(real, name)
+
+        def execute(self, sql: str, *args):
+            if "busy_timeout" in sql:
+                timeouts.append(sql)
+            return real.execute(sql, *args)
+
+    async def write(cid: int) -> None:
+        await store.start_turn(cid, Message.user(f"q{cid}"), speaker="owner", sender_id=None)
+
+    monkeypatch.setattr(worker, "_pause", pause)
+    monkeypatch.setattr(worker, "conn", Spy())
+    retries = worker.quick_retries
+    try:
+        async with anyio.create_task_group() as tg:
+            for cid in cids:
+                tg.start_soon(write, cid)
+    finally:
+        monkeypatch.undo()
+        other.close()
+    assert worker.quick_retries - retries == len(pauses) == 1
+    assert timeouts == [], "the busy handler was never needed"
+    for cid in cids:
+        window = await store.load_window(cid)
+        assert [m.message.text for m in window] == [f"q{cid}"]
