@@ -393,8 +393,12 @@ async def _measure(fg: Any, graph: LeanGraph, url: str) -> dict[str, Any]:
 def _pool_stats(http: Any) -> dict[str, Any]:
     """The shared client's pool after the run: connections kept, stale-connection retries."""
     transport = http._transport
+    pool = getattr(transport, "_pool", None)  # httpx's pooled transport
     return {
-        "pooled_connections": len(transport._pool.connections),
+        "transport": type(transport).__name__,
+        "pooled_connections": len(pool.connections)
+        if pool is not None
+        else transport.open_connections,
         "stale_retries": getattr(transport, "stale_retries", None),
     }
 
@@ -450,7 +454,7 @@ async def _channel_layer() -> dict[str, Any]:
         async with (
             Driver() as driver,
             await SeenIds.open(home / "memory.db") as seen,
-            runtime_client(timeout=httpx.Timeout(30.0, connect=10.0)) as http,
+            runtime_client(lean=True, timeout=httpx.Timeout(30.0, connect=10.0)) as http,
             anyio.create_task_group() as tg,
         ):
             config = WhatsAppConfig.model_validate(_whatsapp_section(fg, driver.graph_url))

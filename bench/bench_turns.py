@@ -11,6 +11,9 @@ and 5 or 30 trivial tools, exactly as an installed plugin would.
 scenarios and budgets are the runtime issue's:
 
 - ``text_minimal`` — 5 tools, a plain text answer; overhead p50 ≤ 0.5 ms, p99 ≤ 1.5 ms.
+- ``text_set_up_home`` — ``text_minimal`` on a home whose prompt files exist (seeded as
+  ``fermix setup`` seeds them: IDENTITY/SOUL/FERMIX.md, USER.md, MEMORY.md), as on every
+  installed daemon; the other scenarios run on a bare home (shipped templates in memory).
 - ``text_with_tools`` — 30 tools, one tool call, then text; overhead p50 ≤ 0.7 ms.
 - ``long_history`` — a conversation already holding 100 messages.
 - ``max_iterations`` — a model that calls a tool every time, until the 100-step bound.
@@ -321,9 +324,22 @@ async def timed_ask(
 
 
 async def sequential(
-    home: Path, *, tools: int, model: Callable[[ChatRequest], Any], samples: int, what: str
+    home: Path,
+    *,
+    tools: int,
+    model: Callable[[ChatRequest], Any],
+    samples: int,
+    what: str,
+    set_up: bool = False,
 ) -> dict[str, Any]:
-    """*samples* asks one after another, ``TURNS_PER_CONVERSATION`` per conversation."""
+    """*samples* asks one after another, ``TURNS_PER_CONVERSATION`` per conversation.
+
+    *set_up* seeds the prompt files first, as ``fermix setup`` does.
+    """
+    if set_up:
+        from fermix_core.prompt import seed_bootstrap
+
+        seed_bootstrap(home, agent_name="Fermix")
     plugin = BenchPlugin(tools, model)
     async with open_bench(home, plugin) as fx:
         for i in range(WARMUP_TURNS):
@@ -666,6 +682,14 @@ async def idle_daemon_rss(root: Path) -> dict[str, Any]:
 SCENARIOS: dict[str, Callable[[Path], Any]] = {
     "text_minimal": lambda home: sequential(
         home, tools=5, model=text_answer, samples=TEXT_SAMPLES, what="text_minimal"
+    ),
+    "text_set_up_home": lambda home: sequential(
+        home,
+        tools=5,
+        model=text_answer,
+        samples=TEXT_SAMPLES,
+        what="text_set_up_home",
+        set_up=True,
     ),
     "text_with_tools": lambda home: sequential(
         home, tools=30, model=one_tool_then_text, samples=TOOL_SAMPLES, what="text_with_tools"

@@ -74,6 +74,13 @@ NOT_NEEDED = (
     "fermix_providers.wires.responses",  # the model speaks Chat Completions
     "fermix_providers.wires.anthropic_messages",
     "yaml",  # skill front matter comes from the cache
+    "importlib.metadata",  # entry points (Fermix's and pydantic's groups) come from the cache
+    "csv",
+    "tomlkit",  # config.toml is read with tomllib; tomlkit only edits it
+    "difflib",  # "did you mean" hints are made when there is a mistake to hint at
+    "logging.handlers",  # the log file rotates without it (it imports pickle, queue …)
+    "pickle",
+    "zipfile",  # prompt templates are read as files; importlib.resources only if zipped
     "typer",
     "click",
 )

@@ -115,19 +115,48 @@ def _write(home: Path, data: bytes, mode: int = 0o600) -> Path:
     return path
 
 
+def _entry(value) -> bytes:
+    return marshal.dumps(value)
+
+
+_CODE = compile("1", "<s>", "exec")
+_GOOD = codecache._pack({b"k" * 16: _entry(_CODE)})
+_START = len(codecache._header()) + 8
+
+
+def _with_index(index) -> bytes:
+    raw = marshal.dumps(index)
+    return codecache._header() + len(raw).to_bytes(8, "little") + raw + _entry(_CODE)
+
+
 @pytest.mark.parametrize(
     "payload",
     [
         b"",
         b"not a cache at all",
-        codecache._FORMAT + b"\x00\x00\r\n" + marshal.dumps({}),  # another Python's magic
-        codecache._header() + b"\xff\x00garbage",
-        codecache._header() + marshal.dumps({b"k" * 16: compile("1", "<s>", "exec")})[:-3],
-        codecache._header() + marshal.dumps(["a", "list"]),
-        codecache._header() + marshal.dumps({"source text": compile("1", "<s>", "exec")}),
-        codecache._header() + marshal.dumps({b"k" * 16: "not code"}),
+        codecache._FORMAT + b"\x00\x00\r\n" + _GOOD[len(codecache._header()) :],  # magic
+        codecache._header() + b"\xff" * 8 + b"garbage",  # an index larger than the file
+        _GOOD[:-3],  # truncated: the item runs past the end
+        _with_index(["a", "list"]),
+        _with_index({"source text": (_START + 20, 5)}),
+        _with_index({b"k" * 16: (10**9, 5)}),  # an item outside the file
+        _with_index({b"k" * 16: (0, 5)}),  # an item inside the header
+        codecache._pack({b"k" * 16: _entry("not code")}),  # a valid index, an invalid item
+        codecache._header() + marshal.dumps({b"k" * 16: _CODE}),  # the previous format
     ],
-    ids=["empty", "text", "foreign-magic", "garbage", "truncated", "list", "str-key", "value"],
+    ids=[
+        "empty",
+        "text",
+        "foreign-magic",
+        "garbage",
+        "truncated",
+        "list",
+        "str-key",
+        "outside",
+        "in-header",
+        "value",
+        "old-format",
+    ],
 )
 def test_an_unusable_file_counts_as_empty_and_is_rewritten(tmp_path: Path, payload: bytes) -> None:
     home = _home(tmp_path)
@@ -291,7 +320,7 @@ def test_code_is_compiled_with_the_served_modules_future_flags() -> None:
 
     source = "def g(x: int) -> int:\n    return x\n"
     cache = GeneratedCodeCache(Path("/nonexistent/cache") / FILE_NAME)
-    cache._codes = {}
+    cache._index = {}
     ns: dict = {}
     cache._flags = {"dataclasses": flag}
     cache.exec(source, {}, ns)
@@ -401,3 +430,56 @@ def import_re_compiler_restored() -> bool:
     compiler = re._compiler
     served = compiler.compile.__module__ != "re._compiler"
     return type(compiler._sre).__name__ == "module" and not served
+
+
+def _box_only():
+    @dataclasses.dataclass(order=True)
+    class Box:
+        label_cc: str
+        size_cc: float = 1.0
+
+    return Box
+
+
+def test_a_process_reads_only_the_entries_it_uses(tmp_path: Path, monkeypatch) -> None:
+    home = _home(tmp_path)
+    _valid_file(home)  # Point's and Box's texts
+    stored = len(_cache(home)._read())
+    loads = []
+    original = GeneratedCodeCache._load
+    monkeypatch.setattr(
+        GeneratedCodeCache,
+        "_load",
+        lambda self, where: loads.append(where) or original(self, where),
+    )
+    cache = _cache(home).install()
+    try:
+        box = _box_only()
+    finally:
+        cache.uninstall()
+    assert cache.compiled_here == 0 and cache.hits == len(loads)
+    assert 0 < len(loads) < stored  # Point's entries were never read
+    assert box("a") < box("b")
+
+
+def test_a_second_use_is_served_again_and_the_file_learns_it(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    first = _cache(home).install()
+    try:
+        _box_only()
+    finally:
+        first.uninstall()
+    first.save()
+    second = _cache(home).install()
+    try:
+        one, two = _box_only(), _box_only()  # the same texts twice in one process
+    finally:
+        second.uninstall()
+    assert second.compiled_here == 0 and one("a") < one("b") and two("a") == two("a")
+    assert second.save()  # the file learns these texts repeat
+    third = _cache(home).install()
+    try:
+        _box_only(), _box_only()
+    finally:
+        third.uninstall()
+    assert third.compiled_here == 0 and not third.save()

@@ -388,3 +388,55 @@ def test_long_texts_are_redacted_but_not_remembered() -> None:
     text = "x" * 200 + " " + GITHUB_TOKEN
     assert logs.remember(memo, text) == "x" * 200 + " [REDACTED:github]"
     assert memo == {}
+
+
+def test_rotation_matches_the_standard_librarys(tmp_path: Path) -> None:
+    """Same records, same limits: the same files with the same contents as
+    ``logging.handlers.RotatingFileHandler`` leaves."""
+    import logging.handlers
+
+    made = {}
+    for name, cls in (
+        ("ours", PrivateRotatingFileHandler),
+        ("stdlib", logging.handlers.RotatingFileHandler),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        handler = cls(folder / "fermix.log", maxBytes=120, backupCount=3, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger(f"fermix.test.rotation.{name}")
+        logger.propagate = False
+        logger.addHandler(handler)
+        try:
+            for i in range(40):
+                logger.warning("record %02d %s", i, "x" * (i % 7) * 5)
+        finally:
+            logger.removeHandler(handler)
+            logger.propagate = True
+            handler.close()
+        made[name] = {p.name: p.read_text() for p in sorted(folder.iterdir())}
+    assert list(made["ours"]) == ["fermix.log", "fermix.log.1", "fermix.log.2", "fermix.log.3"]
+    assert made["ours"] == made["stdlib"]
+
+
+def test_a_log_that_is_not_a_regular_file_never_rotates(tmp_path: Path) -> None:
+    handler = PrivateRotatingFileHandler(os.devnull, maxBytes=10, backupCount=2)
+    try:
+        record = logging.LogRecord("fermix.test", logging.WARNING, __file__, 1, "x" * 50, (), None)
+        assert handler.shouldRollover(record) is False
+        handler.emit(record)
+    finally:
+        handler.close()
+
+
+def test_setting_up_logs_imports_no_logging_handlers(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from fermix_core.logs import setup_logging\n"
+        f"setup_logging({str(tmp_path)!r}, console=False)\n"
+        "import logging; logging.getLogger('fermix.x').warning('hello')\n"
+        "print('logging.handlers' in sys.modules, 'pickle' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    assert "hello" in (tmp_path / "logs" / "fermix.log").read_text()

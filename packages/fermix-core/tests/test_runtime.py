@@ -54,3 +54,22 @@ async def test_startup_and_shutdown_reach_plugins(fermix_home) -> None:
     assert await runtime.stop() == []
     assert acme.events == ["start", "stop"]
     assert await runtime.stop() == []  # idempotent
+
+
+def test_settling_after_boot_freezes_and_raises_only_the_young_threshold() -> None:
+    import gc
+
+    from fermix_core.runtime import YOUNG_GC_THRESHOLD, settle_after_boot
+
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 11, 12)
+        settle_after_boot()
+        assert gc.get_threshold() == (YOUNG_GC_THRESHOLD, 11, 12)
+        assert gc.get_freeze_count() > 0
+        gc.set_threshold(YOUNG_GC_THRESHOLD * 2, 11, 12)
+        settle_after_boot()  # a higher threshold someone set on purpose is kept
+        assert gc.get_threshold() == (YOUNG_GC_THRESHOLD * 2, 11, 12)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)

@@ -21,6 +21,7 @@ from fermix_core.plugins.registry import SpecRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from fermix_core.config import ConfigError, LoadedConfig
+    from fermix_core.config.document import ConfigText
     from fermix_core.home import FermixHome
 
 BUILTIN_PLUGIN_NAME = "core.builtins"
@@ -50,10 +51,16 @@ class Assembly:
     environ: Mapping[str, str]
     host: PluginHost
     registry: SpecRegistry
-    document: Any = None
+    #: config.toml as read (``None`` when it could not be read or parsed).
+    source: ConfigText | None = None
     #: A config.toml that could not even be parsed (TOML syntax, bad plugin block list).
     document_error: ConfigError | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def document(self) -> Any:
+        """The tomlkit document of config.toml (parsed on first use), or ``None``."""
+        return None if self.source is None else self.source.document
 
     @property
     def unavailable(self) -> list[PluginRecord]:
@@ -70,7 +77,7 @@ class Assembly:
             self.registry,
             unavailable=self.unavailable,
             environ=self.environ,
-            document=self.document,
+            document=self.source,
         )
 
 
@@ -90,13 +97,14 @@ def assemble(
     collected (``None``: all; a running runtime passes :data:`RUNTIME_KINDS`).
     """
     from fermix_core import builtin_plugin
-    from fermix_core.config import ConfigError, plugins_disabled, read_document
+    from fermix_core.config import ConfigError, plugins_disabled
+    from fermix_core.config.document import ConfigText, read_config
     from fermix_core.home import FermixHome
 
     env = dict(os.environ) if environ is None else dict(environ)
     home = home or FermixHome.resolve(env)
 
-    document = None
+    source: ConfigText | None = None
     document_error: ConfigError | None = None
     disabled: list[str] = []
     try:
@@ -105,9 +113,10 @@ def assemble(
 
             document = tomlkit.document()
             document.update(config)
+            source = ConfigText.of(document)
         else:
-            document = read_document(home.config_file)
-        disabled = plugins_disabled(document)
+            source = read_config(home.config_file)
+        disabled = plugins_disabled(source)
     except ConfigError as exc:
         document_error = exc
 
@@ -126,14 +135,12 @@ def assemble(
     for name, plugin in plugins:
         host.register(plugin, name)
     if entry_points:
-        from fermix_core.derived_cache import DerivedCache
-        from fermix_core.plugins.discovery import scan_entry_points
+        from fermix_core.plugins.discovery import scan_cache, scan_entry_points
 
         # The scan reads every installed distribution's metadata; it is kept in
         # $FERMIX_HOME/cache while nothing installed on sys.path changes (not before the
         # home exists: read-only commands run before setup do not create it).
-        cache = DerivedCache(home, "entry-points.json", 1) if home.path.is_dir() else None
-        found = scan_entry_points(cache)
+        found = scan_entry_points(scan_cache(home))
         host.load_entry_points(
             only=parse_load_filter(env.get(LOAD_PLUGINS_ENV)),
             disabled=disabled,
@@ -145,6 +152,6 @@ def assemble(
         environ=env,
         host=host,
         registry=registry,
-        document=document,
+        source=source,
         document_error=document_error,
     )

@@ -43,7 +43,7 @@ MAX_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 6000
 #: The modules served from the table, and the built-in each one's calls go through.
 MODULES = {"dataclasses": "exec", "typing": "compile", "collections": "eval"}
-_FORMAT = b"fermix-generated-code-3\n"
+_FORMAT = b"fermix-generated-code-4\n"
 _DIGEST = 16
 
 
@@ -53,94 +53,160 @@ def _header() -> bytes:
     return _FORMAT + MAGIC_NUMBER
 
 
+_CODE_TYPE = type(_header.__code__)
+
+
 class GeneratedCodeCache:
     """A table of code objects keyed by their source text, backed by one file.
 
-    An entry leaves the table when it is used (the function built from it keeps what it
-    needs), so the process holds no second copy of the code — except a text that one
-    process compiles more than once (two classes with the same fields), which is stored as
-    a 1-tuple and stays. What this process had to compile is kept apart and merged into
-    the file by :meth:`save`.
+    The file is an index (key → where the item's marshalled bytes are) followed by the
+    items; an item is read from the file when a process first asks for it, so a process
+    holds only what it uses, however many entries other commands have added. A text one
+    process compiles more than once (two classes with the same fields) is stored as a
+    1-tuple and kept in memory after its first use. What this process had to compile is
+    kept apart and merged into the file by :meth:`save`.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._codes: dict[bytes, Any] | None = None
+        #: key -> (offset, length) of the item's bytes in the file; ``None`` until read.
+        self._index: dict[bytes, tuple[int, int]] | None = None
+        self._fd: int | None = None
+        self._repeats: dict[bytes, Any] = {}
         self._used: set[bytes] = set()
         self._new: dict[bytes, Any] = {}
+        self._compiled = 0
         self._installed: list[tuple[Any, str]] = []
         self._flags: dict[str, int] = {}
         self._re_installed: Any = None
         self.hits = 0
 
-    # ------------------------------------------------------------------ the table
+    # ------------------------------------------------------------------ the file
 
-    def _read(self) -> dict[bytes, Any]:
+    def _open(self) -> tuple[int, dict[bytes, tuple[int, int]]] | None:
+        """The file's descriptor and index, when it is a usable cache file, else ``None``.
+
+        Usable: a regular file (not followed through a link) of this user that others
+        cannot write, no larger than :data:`MAX_BYTES`, with this interpreter's header
+        and an index whose every entry lies inside the file.
+        """
         import marshal
 
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
         except OSError:
-            return {}
+            return None
         try:
             info = os.fstat(fd)
+            header = _header()
             if (
                 not stat.S_ISREG(info.st_mode)
                 or info.st_uid != os.getuid()
                 or info.st_mode & 0o022
                 or info.st_size > MAX_BYTES
             ):
-                return {}
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                data = handle.read()
+                raise ValueError("not a private regular file")
+            head = os.pread(fd, len(header) + 8, 0)
+            if len(head) != len(header) + 8 or not head.startswith(header):
+                raise ValueError("another format or interpreter")
+            size = int.from_bytes(head[len(header) :], "little")
+            start = len(header) + 8
+            if size > info.st_size - start:
+                raise ValueError("truncated")
+            # A private file of this user, as trusted as its __pycache__ (checked above).
+            raw = marshal.loads(os.pread(fd, size, start))  # noqa: S302
+            index = _valid_index(raw, info.st_size - start - size, start + size)
+            if index is None:
+                raise ValueError("not an index")
+        except (OSError, EOFError, ValueError, TypeError):
+            os.close(fd)
+            return None
+        return fd, index
+
+    def _load(self, where: tuple[int, int]) -> Any:
+        """The item stored at *where*, or ``None`` when its bytes are not a valid item."""
+        import marshal
+
+        offset, length = where
+        try:
+            data = os.pread(self._fd, length, offset)  # type: ignore[arg-type]
+            value = marshal.loads(data) if len(data) == length else None  # noqa: S302
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+        item = value[0] if type(value) is tuple and len(value) == 1 else value
+        if type(item) is not _CODE_TYPE and not _is_sre_arguments(item):
+            return None
+        return value
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _read(self) -> dict[bytes, Any]:
+        """Every valid item of the file (``{}`` when the file is unusable); an item whose
+        bytes are not a valid item counts as absent, as it does when a process asks."""
+        opened = self._open()
+        if opened is None:
+            return {}
+        fd, index = opened
+        self._fd, saved = fd, self._fd
+        try:
+            table = {key: self._load(where) for key, where in index.items()}
+        finally:
+            self._fd = saved
+            os.close(fd)
+        return {key: value for key, value in table.items() if value is not None}
+
+    def _raw(self) -> dict[bytes, bytes]:
+        """Every item of the file as its stored bytes (``{}`` when the file is unusable)."""
+        opened = self._open()
+        if opened is None:
+            return {}
+        fd, index = opened
+        try:
+            return {key: os.pread(fd, length, offset) for key, (offset, length) in index.items()}
         except OSError:
             return {}
         finally:
             os.close(fd)
-        header = _header()
-        if not data.startswith(header):
-            return {}
-        try:
-            # A private file of this user, as trusted as its __pycache__ (checked above).
-            table = marshal.loads(data[len(header) :])  # noqa: S302
-        except (EOFError, ValueError, TypeError):
-            return {}
-        code_type = type(_header.__code__)
-        if not isinstance(table, dict) or len(table) > MAX_ENTRIES:
-            return {}
-        for key, value in table.items():
-            item = value[0] if type(value) is tuple and len(value) == 1 else value
-            if type(key) is not bytes or len(key) != _DIGEST:
-                return {}
-            if type(item) is not code_type and not _is_sre_arguments(item):
-                return {}
-        return table
+
+    # ------------------------------------------------------------------ the table
 
     def _take(self, key: bytes) -> Any:
-        """The stored item under *key* (``None`` if absent); a single-use entry leaves the
-        table, one this process needs again stays."""
-        if self._codes is None:
-            self._codes = self._read()
-        value = self._codes.get(key)
+        """The stored item under *key* (``None`` if absent); a single-use entry is read from
+        the file, one this process needs again stays in memory."""
+        if self._index is None:
+            opened = self._open()
+            self._fd, self._index = opened if opened is not None else (None, {})
+        item = self._repeats.get(key)
+        if item is not None:
+            self.hits += 1
+            return item
+        where = self._index.get(key)
+        value = self._load(where) if where is not None and self._fd is not None else None
         if value is not None:
             self.hits += 1
             if type(value) is tuple and len(value) == 1:
-                return value[0]  # an item this process needs again
-            del self._codes[key]
+                self._repeats[key] = value[0]  # an item this process needs again
+                return value[0]
+            if key in self._used:  # a second use: keep it, and tell the file
+                self._repeats[key] = value
+                self._new[key] = (value,)
             self._used.add(key)
             return value
         known = self._new.get(key)
         if known is not None:  # made earlier in this process: an item that repeats
             item = known[0] if type(known) is tuple and len(known) == 1 else known
-            self._codes[key] = self._new[key] = (item,)
+            self._repeats[key] = item
+            self._new[key] = (item,)
             return item
         return None
 
     def _keep(self, key: bytes, item: Any) -> None:
-        if key in self._used:  # the second use of an item: keep it from now on
-            self._codes[key] = self._new[key] = (item,)  # type: ignore[index]
-        else:
-            self._new[key] = item
+        """Remember *item*, compiled here because the file lacked it, for :meth:`save`."""
+        self._new[key] = item
+        self._compiled += 1
 
     def compiled(self, source: str, mode: str = "exec", flags: int | None = None) -> Any:
         """The code of *source* as ``compile(source, "<string>", mode, flags,
@@ -229,7 +295,7 @@ class GeneratedCodeCache:
     @property
     def compiled_here(self) -> int:
         """How many texts this process compiled because the file lacked them."""
-        return len(self._new)
+        return self._compiled
 
     # ------------------------------------------------------------------ lifetime
 
@@ -278,6 +344,7 @@ class GeneratedCodeCache:
             if compiler._sre is self._recorder:
                 compiler._sre = self._sre
             self._re_installed = None
+        self._close()
 
     def save(self) -> bool:
         """Add what this process compiled to the file, if the home exists; never raises.
@@ -296,12 +363,12 @@ class GeneratedCodeCache:
         try:
             if not home.is_dir():
                 return False  # nothing else made the home: a cache does not either
-            table = self._read()
+            table = self._raw()
             if len(table) + len(self._new) > MAX_ENTRIES:
                 table = {}
-            table.update(self._new)
+            table.update((key, marshal.dumps(item)) for key, item in self._new.items())
             self.path.parent.mkdir(mode=0o700, exist_ok=True)
-            atomic_write(self.path, _header() + marshal.dumps(table))
+            atomic_write(self.path, _pack(table))
         except (OSError, ValueError):
             return False
         self._new.clear()
@@ -319,6 +386,53 @@ def _may_warn(pattern: str | bytes) -> bool:
     if type(pattern) is bytes:
         return b"(?P" in pattern or any(w.encode() in pattern for w in _MAY_WARN)
     return any(w in pattern for w in _MAY_WARN)
+
+
+def _pack(items: dict[bytes, bytes]) -> bytes:
+    """The file: header, the index's size, the index (key -> (offset, length) of each
+    item from the start of the file), then the items' marshalled bytes."""
+    import marshal
+
+    def layout(start: int) -> dict[bytes, tuple[int, int]]:
+        index, offset = {}, start
+        for key, data in items.items():
+            index[key] = (offset, len(data))
+            offset += len(data)
+        return index
+
+    header = _header()
+    # Offsets count from the start of the file, so they depend on the index's own size;
+    # its marshalled size settles after a pass or two (ints grow only at powers of two).
+    start = len(header) + 8
+    index = marshal.dumps(layout(start))
+    for _ in range(8):
+        again = marshal.dumps(layout(start + len(index)))
+        if len(again) == len(index):
+            index = again
+            break
+        index = again
+    else:  # pragma: no cover - a size that never settles cannot happen with marshal
+        raise ValueError("index size does not settle")
+    return b"".join([header, len(index).to_bytes(8, "little"), index, *items.values()])
+
+
+def _valid_index(raw: Any, body: int, start: int) -> dict[bytes, tuple[int, int]] | None:
+    """*raw* as an index of at most :data:`MAX_ENTRIES` entries, each inside the *body*
+    bytes that follow the index at file offset *start*; ``None`` otherwise."""
+    if type(raw) is not dict or len(raw) > MAX_ENTRIES:
+        return None
+    end = start + body
+    for key, where in raw.items():
+        if type(key) is not bytes or len(key) != _DIGEST:
+            return None
+        if type(where) is not tuple or len(where) != 2:
+            return None
+        offset, length = where
+        if type(offset) is not int or type(length) is not int:
+            return None
+        if offset < start or length <= 0 or offset + length > end:
+            return None
+    return raw
 
 
 def _is_sre_arguments(item: Any) -> bool:

@@ -320,10 +320,45 @@ def _transport_class() -> Any:
 _TRANSPORT_OPTIONS = frozenset({"http1", "http2", "cert"})
 
 
-def runtime_client(**kwargs: Any) -> Any:
+@functools.cache
+def _lean_client_class() -> Any:
+    import httpx
+
+    class SetCookieOnly(httpx.Cookies):
+        """Cookies read from a response only when it sets one: httpx runs every response
+        through ``http.cookiejar`` (two compatibility objects and a header scan, ~20 us),
+        and the platform APIs authenticate by token, not cookie. Same jar, same result."""
+
+        def extract_cookies(self, response: httpx.Response) -> None:
+            if "set-cookie" in response.headers:
+                super().extract_cookies(response)
+
+    class LeanClient(httpx.AsyncClient):
+        """``httpx.AsyncClient`` whose cookie jar is :class:`SetCookieOnly`."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.cookies = kwargs.get("cookies")
+
+        @property
+        def cookies(self) -> httpx.Cookies:
+            return self._set_cookie_only
+
+        @cookies.setter
+        def cookies(self, cookies: Any) -> None:
+            self._set_cookie_only = SetCookieOnly(cookies)
+
+    return LeanClient
+
+
+def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
     """The runtime-wide ``httpx.AsyncClient``: keep-alive expiry, no redirects, a verifying
     TLS context that loads its certificates only when a TLS connection opens, and the
-    pooled transport above. Keyword arguments are passed on to ``httpx.AsyncClient``."""
+    pooled transport above. Keyword arguments are passed on to ``httpx.AsyncClient``.
+
+    *lean* puts :class:`fermix_core.http1.Http1Transport` in front of the pooled transport
+    (which then serves only what the lean one hands on: ``HEAD``, non-asyncio loops): the
+    channels' client, whose many small platform calls it makes several times cheaper."""
     import httpx
 
     kwargs.setdefault(
@@ -340,7 +375,22 @@ def runtime_client(**kwargs: Any) -> Any:
         verify = DeferredTrustContext(trust_env=kwargs.get("trust_env", True))
     # Transport-level settings of httpx's own (HTTP/2, client certificates) keep its transport.
     if "transport" not in kwargs and not _TRANSPORT_OPTIONS & kwargs.keys():
-        kwargs["transport"] = _transport_class()(
-            verify=verify, limits=kwargs["limits"], trust_env=kwargs.get("trust_env", True)
-        )
+        limits = kwargs["limits"]
+        trust_env = kwargs.get("trust_env", True)
+        pooled = _transport_class()(verify=verify, limits=limits, trust_env=trust_env)
+        kwargs["transport"] = pooled
+        if lean:
+            from fermix_core.http1 import Http1Transport
+
+            context = verify
+            if not isinstance(context, ssl.SSLContext):
+                context = httpx.create_ssl_context(verify=verify, trust_env=trust_env)
+            kwargs["transport"] = Http1Transport(
+                ssl_context=context,
+                fallback=pooled,
+                max_connections=limits.max_connections or MAX_CONNECTIONS,
+                keepalive_expiry=limits.keepalive_expiry,
+            )
+    if lean:
+        return _lean_client_class()(verify=verify, **kwargs)
     return httpx.AsyncClient(verify=verify, **kwargs)

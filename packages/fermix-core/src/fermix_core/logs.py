@@ -21,7 +21,6 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -251,8 +250,32 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().formatStack(stack_info))
 
 
-class PrivateRotatingFileHandler(RotatingFileHandler):
-    """Rotating handler that creates every log file (rollovers included) with mode 0600."""
+class PrivateRotatingFileHandler(logging.FileHandler):
+    """A size-rotated log file created (rollovers included) with mode 0600.
+
+    It rotates as :class:`logging.handlers.RotatingFileHandler` does — before a record
+    that would take a regular file to *maxBytes* or beyond, ``fermix.log`` becomes
+    ``fermix.log.1``, ``.1`` becomes ``.2`` and so on up to *backupCount* — but is built on
+    :class:`logging.FileHandler`: :mod:`logging.handlers` imports :mod:`pickle` and its
+    socket, queue and e-mail handlers' machinery, about half a megabyte in every process
+    that only writes a file.
+    """
+
+    def __init__(
+        self,
+        filename: str | os.PathLike[str],
+        mode: str = "a",
+        maxBytes: int = 0,  # RotatingFileHandler's parameters, in its order
+        backupCount: int = 0,
+        encoding: str | None = None,
+        delay: bool = False,
+        errors: str | None = None,
+    ) -> None:
+        if maxBytes > 0:
+            mode = "a"  # as RotatingFileHandler: truncating would lose the rotation's point
+        super().__init__(filename, mode, encoding=encoding, delay=delay, errors=errors)
+        self.maxBytes = maxBytes
+        self.backupCount = backupCount
 
     def _open(self) -> IO[str]:  # type: ignore[override]
         def opener(path: str, flags: int) -> int:
@@ -263,6 +286,47 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
         )
         os.chmod(self.baseFilename, 0o600)
         return stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.shouldRollover(record):
+                self.doRollover()
+            logging.FileHandler.emit(self, record)
+        except Exception:
+            self.handleError(record)
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        """Whether *record* would take the file to ``maxBytes``; never for a path that is
+        not a regular file (``/dev/null``, a pipe)."""
+        if os.path.exists(self.baseFilename) and not os.path.isfile(self.baseFilename):
+            return False
+        if self.stream is None:
+            self.stream = self._open()
+        if self.maxBytes > 0:
+            message = f"{self.format(record)}\n"
+            self.stream.seek(0, 2)
+            if self.stream.tell() + len(message) >= self.maxBytes:
+                return True
+        return False
+
+    def doRollover(self) -> None:
+        if self.stream:
+            self.stream.close()
+            self.stream = None  # type: ignore[assignment]
+        if self.backupCount > 0:
+            for i in range(self.backupCount - 1, 0, -1):
+                source, target = f"{self.baseFilename}.{i}", f"{self.baseFilename}.{i + 1}"
+                if os.path.exists(source):
+                    if os.path.exists(target):
+                        os.remove(target)
+                    os.rename(source, target)
+            target = f"{self.baseFilename}.1"
+            if os.path.exists(target):
+                os.remove(target)
+            if os.path.exists(self.baseFilename):
+                os.rename(self.baseFilename, target)
+        if not self.delay:
+            self.stream = self._open()
 
 
 _MARK = "_fermix_handler"

@@ -34,6 +34,7 @@ __all__ = [
     "Usage",
     "coerce_parts",
     "parts_text",
+    "text_length",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -144,7 +145,21 @@ def coerce_parts(value: Any) -> Any:
 
 def parts_text(parts: Sequence[TextPart | ImagePart]) -> str:
     """The text of *parts* joined by blank lines; images contribute nothing."""
+    if len(parts) == 1:  # most messages: one text part, no join to build
+        part = parts[0]
+        return part.text if isinstance(part, TextPart) else ""
     return "\n\n".join(p.text for p in parts if isinstance(p, TextPart) and p.text)
+
+
+def text_length(message: Message) -> int:
+    """``len(message.text)``, counted without building the joined text."""
+    parts = message.tool_result.content if message.tool_result is not None else message.content
+    total = joins = 0
+    for part in parts:
+        if isinstance(part, TextPart) and part.text:
+            total += len(part.text)
+            joins += 1
+    return total + 2 * (joins - 1) if joins else 0
 
 
 class ToolCall(BaseModel):
@@ -336,6 +351,14 @@ class Usage(BaseModel):
     cached_input_tokens: int = Field(default=0, ge=0)
     reasoning_tokens: int = Field(default=0, ge=0)
 
+    def _counts(self) -> bool:
+        return bool(
+            self.input_tokens
+            or self.output_tokens
+            or self.cached_input_tokens
+            or self.reasoning_tokens
+        )
+
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
@@ -343,6 +366,11 @@ class Usage(BaseModel):
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        # Frozen, so a zero side can hand back the other unchanged (the loop's first call).
+        if not self._counts():
+            return other
+        if not other._counts():
+            return self
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

@@ -114,12 +114,25 @@ class Runtime:
         return await self.host.shutdown(self.service_host)
 
 
+#: Net new container objects between two young collections once the daemon is ready
+#: (CPython's default is 700). See :func:`settle_after_boot`.
+YOUNG_GC_THRESHOLD = 5000
+
+
 def settle_after_boot() -> None:
     """Move everything built so far out of the cyclic collector's sight (the daemon, once ready).
 
     Boot builds tens of thousands of long-lived objects (modules, config and plugin
     records, pydantic schemas). Full collections re-walked all of them and caused 30–50 ms
     pauses in turns; frozen, a collection walks only what turns created since.
+
+    Young collections then wait for :data:`YOUNG_GC_THRESHOLD` new objects instead of 700:
+    a turn's garbage is freed by reference counting (young collections found no cycles to
+    free), so collecting young objects every ~20 turns only promoted the objects of turns
+    still in flight into older generations, to be walked again there. A higher threshold
+    set beforehand is kept; the older generations' thresholds are not changed.
     """
     gc.collect()
     gc.freeze()
+    young, middle, old = gc.get_threshold()
+    gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)

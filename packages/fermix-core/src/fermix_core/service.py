@@ -17,7 +17,15 @@ from typing import Any
 
 import anyio
 
-from fermix_core.channel import InboundMessage, OutboundMessage, SentMessage
+from fermix_core.channel import (
+    Attachment,
+    AttachmentKind,
+    ConversationKey,
+    InboundMessage,
+    OutboundMessage,
+    SentMessage,
+)
+from fermix_core.inbox import InboxReply, LocalInbox
 from fermix_core.runtime import Runtime
 from fermix_core.specs import ChannelSpec, CommandSpec, ToolSpec
 from fermix_core.turns import TurnOutcome, TurnRunner
@@ -101,8 +109,6 @@ class FermixService:
         self.history_index: Any = None
         #: The runtime's shared HTTP client (``None`` until a provider route exists).
         self.http: Any = None
-        from fermix_core.inbox import LocalInbox
-
         #: Late results for CLI sessions (``/background``), read by ``fermix chat``.
         self.inbox = LocalInbox()
         self._closers: list[Any] = []
@@ -416,8 +422,6 @@ class FermixService:
         *images* are local image files or their bytes; the gateway's image step checks and
         stores them like any channel's (a refused one is the outcome's reply).
         """
-        from fermix_core.channel import Attachment, AttachmentKind, ConversationKey
-
         attachments = [
             Attachment(kind=AttachmentKind.IMAGE, data=image)
             if isinstance(image, bytes | bytearray)
@@ -432,8 +436,6 @@ class FermixService:
             attachments=attachments,
             local=True,
         )
-        from fermix_core.inbox import InboxReply
-
         reply = CollectingReply(
             self.cli_features, inbox=InboxReply(self.inbox, session, self.cli_features)
         )

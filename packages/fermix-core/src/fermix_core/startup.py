@@ -13,6 +13,13 @@ that bytecode caching does not remove.
   moves everything that survived into the permanent generation (:func:`gc.freeze`) and
   restores the thresholds, so the turn is collected as usual and never re-walks the
   start-up objects.
+* **No second scan of every installed distribution for pydantic's plugins.** The first
+  model pydantic builds makes it import its plugin loader, which imports
+  :mod:`importlib.metadata` (and the e-mail parser, ``zipfile``, ``csv`` behind it: about
+  2 MiB and 10 ms) to look for ``pydantic`` entry points. Fermix's own scan, kept in the
+  home's cache while nothing installed changes, records that group too; when it says the
+  group is empty, :class:`PydanticPluginLoader` gives pydantic a loader that finds none,
+  which is what the real one would find.
 
 :func:`begin` is called by the console entry point before anything else is imported;
 :func:`booted` by the command once the runtime is up; :func:`end` when the command
@@ -24,6 +31,7 @@ code cache learned). Without :func:`begin` both are no-ops, so library code may 
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any
 
 _state: dict[str, Any] | None = None
@@ -41,12 +49,15 @@ def begin(environ: Any = None) -> None:
         return
     from fermix_core.codecache import for_home
 
-    _state = {"thresholds": gc.get_threshold(), "booted": False, "cache": None}
+    _state = {"thresholds": gc.get_threshold(), "booted": False, "cache": None, "finder": None}
     gc.set_threshold(_state["thresholds"][0], _NEVER, _NEVER)
     try:
         _state["cache"] = for_home(environ).install()
     except (OSError, RuntimeError, ValueError):  # no home directory to name: no cache
         _state["cache"] = None
+    if PydanticPluginLoader.NAME not in sys.modules:
+        _state["finder"] = PydanticPluginLoader(environ)
+        sys.meta_path.insert(0, _state["finder"])
 
 
 def booted() -> None:
@@ -64,8 +75,64 @@ def end() -> None:
     if _state is None:
         return
     booted()
-    cache = _state["cache"]
+    cache, finder = _state["cache"], _state["finder"]
     _state = None
+    if finder is not None and finder in sys.meta_path:
+        sys.meta_path.remove(finder)
     if cache is not None:
         cache.uninstall()
         cache.save()
+
+
+class PydanticPluginLoader:
+    """A :data:`sys.meta_path` finder for ``pydantic.plugin._loader`` alone, used once.
+
+    When pydantic first asks for its plugin loader, and the home's entry-point scan cache
+    (:func:`fermix_core.plugins.discovery.pydantic_plugins_absent`) says that no
+    ``pydantic`` entry point is installed, the module it gets has the real one's
+    interface and finds no plugins — what the real one would have found after reading
+    every distribution's metadata. In any other case (no cache yet, something installed
+    since, a pydantic other than 2.x) the finder steps aside and the real loader runs.
+    """
+
+    NAME = "pydantic.plugin._loader"
+
+    def __init__(self, environ: Any = None) -> None:
+        self.environ = environ
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != self.NAME:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)  # one question, one answer
+        if not self._no_plugins():
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(name, self, origin="fermix_core.startup")
+
+    def _no_plugins(self) -> bool:
+        version = getattr(sys.modules.get("pydantic.version"), "VERSION", "")
+        if not version.startswith("2."):
+            return False
+        try:
+            from fermix_core.home import FermixHome
+            from fermix_core.plugins.discovery import pydantic_plugins_absent, scan_cache
+
+            return pydantic_plugins_absent(scan_cache(FermixHome.resolve(self.environ)))
+        except (OSError, RuntimeError, ValueError):
+            return False
+
+    def create_module(self, spec: Any) -> None:
+        return None  # the default module object
+
+    def exec_module(self, module: Any) -> None:
+        module.PYDANTIC_ENTRY_POINT_GROUP = "pydantic"
+        module._plugins = {}
+        module._loading_plugins = False
+        module.get_plugins = _no_pydantic_plugins
+
+
+def _no_pydantic_plugins() -> tuple[()]:
+    """``pydantic.plugin._loader.get_plugins`` when no pydantic plugin is installed."""
+    return ()

@@ -10,6 +10,7 @@ commits; its user message stays in history followed by a short "context only" ma
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -23,7 +24,7 @@ import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
 from fermix_core.memory.directives import OWNER_MESSAGES_STATE
-from fermix_core.messages import ImagePart, Message, TextPart, Usage
+from fermix_core.messages import ImagePart, Message, TextPart, Usage, text_length
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import ServiceTable, ToolContext, Trust, services_with
@@ -160,6 +161,8 @@ class TurnRunner:
         self._post_reply_pending = 0
         self._post_reply_idle = anyio.Event()
         self._post_reply_idle.set()
+        self._workspace_of: tuple[Any, Path] | None = None
+        self._skills_sections: dict[Trust, tuple[Any, str]] = {}
 
     # ------------------------------------------------------------------ TurnExecutor
 
@@ -306,7 +309,6 @@ class TurnRunner:
         owner_words: list[str] | None,
     ) -> TurnOutcome:
         from fermix_core.agent import AgentLoop
-        from fermix_core.routing.messages import user_message as friendly
 
         message = job.message
         key = message.conversation_key
@@ -314,7 +316,7 @@ class TurnRunner:
         system = self.composer.system_prompt(
             capabilities_catalog=snapshot.catalog(),
             plugins_section=snapshot.plugins_section(),
-            skills_section=self.skills.prompt_section(job.trust) if self.skills else "",
+            skills_section=self._skills_section(job.trust),
             memory_context=None,
             trust=job.trust,
             today=datetime.now(UTC).date(),
@@ -327,12 +329,13 @@ class TurnRunner:
             system = f"{system}\n\n{ULTRA_ADDENDUM}"
         ctx = ToolContext(
             trust=job.trust,
-            cwd=job.cwd or self.home.workspace,
+            cwd=job.cwd or self._workspace(),
             home=self.home,
             conversation_key=key,
             session_id=session_id,
             attended=not job.background,
-            capabilities=dict(snapshot.specs),
+            # The loop hands its tools this same snapshot mapping (never a copy to edit).
+            capabilities=snapshot.specs,
             local=message.local,
             origin="background" if job.background else "main",
             services=services_with(
@@ -356,6 +359,8 @@ class TurnRunner:
                 loop, [Message.system(system), *view.history, view.user], ctx, job, stream
             )
         except ProviderError as exc:
+            from fermix_core.routing.messages import user_message as friendly
+
             if stream is not None:
                 await self._end_stream(job, stream)
             if self.tracer is not None:
@@ -374,7 +379,7 @@ class TurnRunner:
                 {"name": c.name, "ok": c.ok, **({"error": c.error} if c.error else {})}
                 for c in result.tool_calls
             ],
-            usage=result.usage.model_dump(),
+            usage=dict(result.usage),  # its four token counts (flat ints: as model_dump)
             model=result.model,
             provider=result.provider,
         )
@@ -411,6 +416,32 @@ class TurnRunner:
         )
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
+
+    def _skills_section(self, trust: Trust) -> str:
+        """The prompt's skills section, rebuilt only when the loaded skills change.
+
+        A skill registry replaces its (read-only) mapping whenever it reloads, so the
+        mapping's identity says whether the section built from it still holds.
+        """
+        skills = self.skills
+        if not skills:
+            return ""
+        loaded = getattr(skills, "skills", None)
+        cached = self._skills_sections.get(trust)
+        if cached is not None and loaded is not None and cached[0] is loaded:
+            return cached[1]
+        section = skills.prompt_section(trust)
+        if loaded is not None:
+            self._skills_sections[trust] = (loaded, section)
+        return section
+
+    def _workspace(self) -> Path:
+        """``home.workspace``, joined once per home instead of once per turn."""
+        home = self.home
+        cached = self._workspace_of
+        if cached is None or cached[0] is not home:
+            cached = self._workspace_of = (home, home.workspace)
+        return cached[1]
 
     # ------------------------------------------------------------------ streaming
 
@@ -494,11 +525,9 @@ class TurnRunner:
         if not text:
             return
         message = job.message
-        from fermix_core.channels.outbound import ReplyUndelivered
-
         # An undelivered reply was logged by the port with its conversation; the turn still
         # commits it to history, so nothing is lost silently.
-        with contextlib.suppress(ReplyUndelivered):
+        with contextlib.suppress(_reply_undelivered()):
             await job.reply.send(
                 OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
             )
@@ -683,6 +712,14 @@ class TurnRunner:
         )
 
 
+@functools.cache
+def _reply_undelivered() -> type[Exception]:
+    """``ReplyUndelivered``, imported on the first reply rather than on every one."""
+    from fermix_core.channels.outbound import ReplyUndelivered
+
+    return ReplyUndelivered
+
+
 def reply_dialect(reply: Any) -> str:
     """The presentation dialect behind a reply port: its own, else its channel's."""
     dialect = getattr(reply, "dialect", None) or getattr(
@@ -712,5 +749,8 @@ def user_message(message: Any) -> Message:
 
 
 def estimate_tokens(messages: list[Message]) -> int:
-    """A cheap upper-ish estimate (4 characters per token) for the pre-call overflow check."""
-    return sum(len(m.text) for m in messages) // 4 + 4 * len(messages)
+    """A cheap upper-ish estimate (4 characters per token) for the pre-call overflow check.
+
+    Counts ``len(m.text)`` of each message without building the joined text.
+    """
+    return sum(map(text_length, messages)) // 4 + 4 * len(messages)

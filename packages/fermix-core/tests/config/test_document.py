@@ -142,3 +142,149 @@ def test_the_early_read_does_not_import_pydantic() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["['x']", "False"]
+
+
+# --------------------------------------------------------------------------- tomllib reads
+
+#: Files both parsers accept, covering TOML's value kinds and table forms.
+ACCEPTED = [
+    '[fermix_core.agent]\nname = "Fermix"\ntimezone = "Europe/Berlin"\n',
+    "a = 1\r\nb = -0.0\nc = inf\nd = 1e1000\ne = 0x1F\nf = 0o17\ng = 0b101\nh = 1_000\n",
+    "big = 9223372036854775808\nt = true\nf = false\n",
+    "lit = 'C:\\\\path'\nml = \"\"\"\nline one \\\n  joined\"\"\"\nmllit = '''\nraw\\n'''\n",
+    'u = "\\u00e9\\U0001F600"\nq = "tab\\tquote\\""\n',
+    "d = 1979-05-27\nt = 07:32:00.999999\nl = 1979-05-27T07:32:00\n",
+    "z = 1979-05-27T07:32:00Z\no = 1979-05-27T07:32:00+05:30\nm = 1979-05-27 07:32:00-00:00\n",
+    "a.b.c = 1\na.b.d = [1, [2, 3], {x = 1}]\n",
+    "[a.b]\nx = 1\n[c]\ny = 2\n[a.d]\nz = 3\n",  # tables out of order
+    "[[jobs]]\nname = 'one'\n[[jobs]]\nname = 'two'\n[jobs.when]\nat = 'noon'\n",
+    '[fermix_core.providers.ollama]\nprimary = true\nbase_url = "http://127.0.0.1:11434/v1"\n',
+    'list = [\n  "a",  # a comment\n  "b",\n]\n"quoted key" = 1\n\'lit key\' = 2\n',
+    "",
+    "# only a comment\n",
+]
+
+#: Files tomllib rejects but tomlkit accepts: their values are tomlkit's, as before.
+TOMLKIT_ONLY = ["a = {b = 1,}\n", 'k = "\\e"\n']
+
+
+def _docs_toml_blocks() -> list[str]:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[4]
+    blocks = []
+    for page in [*sorted((root / "docs").rglob("*.md")), root / "README.md"]:
+        blocks += re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    return blocks
+
+
+def _same(a, b) -> bool:
+    """Equal values and types (nan equals nan; time zones compare by offset)."""
+    import math
+
+    if isinstance(a, dict):
+        return type(b) is dict and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return type(b) is list and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    if type(a) is not type(b) or a != b:
+        return False
+    offset = getattr(a, "utcoffset", None)  # dates and times: the same offset too
+    return offset is None or offset() == b.utcoffset()
+
+
+@pytest.mark.parametrize("text", ACCEPTED)
+def test_read_values_equal_what_tomlkit_read(tmp_path, text: str) -> None:
+    from fermix_core.config.document import plain, read_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8", newline="")
+    source = read_config(path)
+    assert _same(source.data, tomlkit.parse(text).unwrap())
+    assert _same(plain(source), plain(read_document(path)))
+
+
+def test_every_toml_example_in_the_docs_reads_the_same() -> None:
+    import tomllib
+
+    blocks = _docs_toml_blocks()
+    assert len(blocks) > 20
+    compared = 0
+    for text in blocks:
+        try:
+            expected = tomlkit.parse(text).unwrap()
+        except Exception:  # noqa: S112 - a fragment (e.g. with "...") is not a file
+            continue
+        try:
+            values = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            continue  # read through tomlkit, as before: covered by TOMLKIT_ONLY
+        assert _same(values, expected), text
+        compared += 1
+    assert compared > 20
+
+
+@pytest.mark.parametrize("text", TOMLKIT_ONLY)
+def test_what_only_tomlkit_accepts_still_reads(tmp_path, text: str) -> None:
+    from fermix_core.config.document import read_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    assert read_config(path).data == tomlkit.parse(text).unwrap()
+
+
+def test_a_syntax_error_is_tomlkits_and_raised_by_the_read(write_config) -> None:
+    from fermix_core.config.document import read_config
+
+    path = write_config('[fermix_core.agent]\nname = "ok"\ntimezone = "Europe/Berlin\n')
+    with pytest.raises(ConfigError) as caught:
+        read_config(path)
+    with pytest.raises(ConfigError) as before:
+        read_document(path)
+    assert caught.value.problems == before.value.problems
+    assert caught.value.problems[0].path.startswith(f"{path}:3:")
+
+
+def test_the_document_is_parsed_from_the_same_text_on_demand(write_config) -> None:
+    from fermix_core.config.document import ConfigText, plain, read_config
+
+    path = write_config('# keep me\n[fermix_core.agent]\nname = "A"\n')
+    source = read_config(path)
+    path.write_text('[fermix_core.agent]\nname = "changed later"\n')
+    assert source.document.as_string().startswith("# keep me\n")
+    assert plain(source) == {"fermix_core": {"agent": {"name": "A"}}}
+    copy = plain(source)
+    copy["fermix_core"]["agent"]["name"] = "mutated"
+    assert source.data["fermix_core"]["agent"]["name"] == "A"
+    wrapped = ConfigText.of(tomlkit.parse("a = 1\n"))
+    assert wrapped.data == {"a": 1} and ConfigText.of(wrapped) is wrapped
+    assert ConfigText.of({"b": [1]}).data == {"b": [1]}
+    assert read_config(path.parent / "absent.toml").document.unwrap() == {}
+
+
+@pytest.mark.parametrize("key", ["a.'b.c'", 'x."y z".w', "a . b"])
+def test_parse_key_agrees_with_tomlkit(key: str) -> None:
+    expected = tomlkit.parse(f"{key} = 0").unwrap()
+    parts = parse_key(key)
+    node = expected
+    for part in parts:
+        node = node[part]
+    assert node == 0
+
+
+def test_a_read_imports_no_tomlkit() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tempfile, pathlib\n"
+        "from fermix_core.config.document import read_config, parse_key\n"
+        "p = pathlib.Path(tempfile.mkdtemp()) / 'config.toml'\n"
+        "p.write_text('[fermix_core.agent]\\nname = \"x\"\\n')\n"
+        "print(read_config(p).data['fermix_core']['agent']['name'], parse_key('a.b'))\n"
+        "print('tomlkit' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["x ('a', 'b')", "False"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+
 import anyio
 import anyio.lowlevel
 import pytest
 from fermix_core.channel import InboundMessage, OutboundMessage, SentMessage
-from fermix_core.gateway.queue import ConversationQueue, QueueClosedError
+from fermix_core.gateway.queue import MAX_IDLE_WORKERS, ConversationQueue, QueueClosedError
 from fermix_core.gateway.types import ChannelFeatures, StopReport, TurnJob
 from fermix_core.tool import Trust
 
@@ -276,6 +279,8 @@ async def test_ten_thousand_conversations_leave_nothing_behind(executor) -> None
         assert queue._lanes == {}
         assert queue._background == {}
         assert queue.active() == {}
+        # Idle workers wait for the next new lane, a bounded number of them.
+        assert 0 < len(queue._idle_workers) <= MAX_IDLE_WORKERS
         # A second wave over the same keys reuses nothing and leaves nothing either.
         for i in range(10_000):
             await queue.submit(job(f"n{i}", chat=f"chat-{i}", port=port))
@@ -283,3 +288,107 @@ async def test_ten_thousand_conversations_leave_nothing_behind(executor) -> None
         assert queue._lanes == {}
     assert len(port.sent) == 20_000
     assert len(executor.finished) == 20_000
+
+
+async def test_a_jobs_done_flag_waits_yields_and_is_cancellable() -> None:
+    from fermix_core.gateway.types import TurnDone
+
+    done = job("x").done
+    assert isinstance(done, TurnDone) and not done.is_set()
+    # Waiting on an unset flag is cancelled by an anyio cancel scope (what /stop and
+    # shutdown use), and leaves the flag unset.
+    with anyio.move_on_after(0) as scope:
+        await done.wait()
+    assert scope.cancelled_caught and not done.is_set()
+    woke: list[str] = []
+
+    async def waiter() -> None:
+        await done.wait()
+        woke.append("waiter")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.lowlevel.checkpoint()
+        assert woke == []
+        done.set()
+    assert woke == ["waiter"] and done.is_set()
+    # Already set: wait still yields to the loop once, as anyio.Event's does.
+    order: list[str] = []
+
+    async def other() -> None:
+        order.append("other")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        await done.wait()
+        order.append("after wait")
+    assert order == ["other", "after wait"]
+
+
+class TaskRecorder:
+    """A TurnExecutor recording which task ran each turn and what a context variable held."""
+
+    def __init__(self, var: contextvars.ContextVar[str]) -> None:
+        self.var = var
+        self.runs: list[tuple[str, object, str]] = []
+
+    async def run_turn(self, job: TurnJob) -> None:
+        await anyio.lowlevel.checkpoint()  # as a real turn's first store call
+        self.runs.append((job.message.text, asyncio.current_task(), self.var.get()))
+
+    async def on_stopped(self, job: TurnJob) -> None:
+        pass
+
+
+async def test_a_worker_whose_lane_ran_dry_serves_the_next_new_lane() -> None:
+    recorder = TaskRecorder(contextvars.ContextVar("unused", default="-"))
+    async with ConversationQueue(recorder) as queue:
+        for i in range(5):
+            done = job(f"m{i}", chat=f"chat-{i}")
+            await queue.submit(done)
+            await done.done.wait()
+            assert queue.load().lanes == 0
+    tasks = {task for _text, task, _value in recorder.runs}
+    assert [text for text, _task, _value in recorder.runs] == [f"m{i}" for i in range(5)]
+    assert len(tasks) == 1, "one worker task served every lane"
+
+
+async def test_a_submitter_with_its_own_context_variables_gets_a_fresh_worker() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("fermix_test_var", default="base")
+    recorder = TaskRecorder(var)
+    async with ConversationQueue(recorder) as queue:
+        first = job("first", chat="a")
+        await queue.submit(first)
+        await first.done.wait()
+
+        async def submit_with_own_value() -> None:
+            var.set("own")
+            marked = job("marked", chat="b")
+            await queue.submit(marked)
+            await marked.done.wait()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(submit_with_own_value)
+        last = job("last", chat="c")
+        await queue.submit(last)
+        await last.done.wait()
+    (_, base_task, base_value), (_, own_task, own_value), (_, last_task, last_value) = recorder.runs
+    # The marked turn saw its submitter's value, in a task of its own; that worker did
+    # not park (its context is not the queue's), so the next turn sees the default again.
+    assert (base_value, own_value, last_value) == ("base", "own", "base")
+    assert own_task is not base_task and last_task is base_task
+
+
+async def test_a_lane_handed_to_a_parked_worker_at_shutdown_ends_stopped() -> None:
+    """As a lane task spawned at shutdown: cancelled at its first checkpoint, released."""
+    recorder = TaskRecorder(contextvars.ContextVar("unused", default="-"))
+    async with ConversationQueue(recorder) as queue:
+        first = job("first", chat="a")
+        await queue.submit(first)
+        await first.done.wait()
+        assert len(queue._idle_workers) == 1
+        late = job("late", chat="b")
+        await queue.submit(late)  # handed to the parked worker, which has not run yet
+    assert late.done.is_set() and late.stopped and late.result is None
+    assert [text for text, _task, _value in recorder.runs] == ["first"]
+    assert queue.load().lanes == 0

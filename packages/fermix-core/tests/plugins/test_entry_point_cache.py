@@ -37,7 +37,7 @@ def plugin_dist(tmp_path: Path, name: str, module: str, tool: str):
 
 
 def cache_for(home: FermixHome) -> DerivedCache:
-    return DerivedCache(home, "entry-points.json", 1)
+    return DerivedCache(home, discovery.SCAN_CACHE_FILE, discovery.SCAN_CACHE_FORMAT)
 
 
 def names(found) -> set[tuple[str, str, str | None]]:
@@ -52,7 +52,7 @@ def no_scan(monkeypatch: pytest.MonkeyPatch):
         raise AssertionError("the installed metadata was scanned")
 
     def arm() -> None:
-        monkeypatch.setattr(discovery.metadata, "entry_points", refuse)
+        monkeypatch.setattr(metadata, "entry_points", refuse)
 
     return arm
 

@@ -6,9 +6,17 @@ import os
 from datetime import date, datetime
 from pathlib import Path
 
+import anyio
 import pytest
 from fermix_core.home import FermixHome
-from fermix_core.prompt import PromptComposer, date_line, seed_bootstrap
+from fermix_core.prompt import (
+    PromptComposer,
+    date_line,
+    prompt_files_written,
+    reconcile_agent_name,
+    seed_bootstrap,
+)
+from fermix_core.prompt.compose import RECHECK_SECONDS
 from fermix_core.tool import Trust
 
 CATALOG = "## Built-in Capability Catalog\n- read_file: read a file"
@@ -149,25 +157,98 @@ def test_an_emptied_file_stays_empty(home: FermixHome) -> None:
     assert "SOUL-TEXT" not in prompt and "# Soul" not in prompt
 
 
+class FakeClock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_file_reads_are_cached_by_mtime(home: FermixHome) -> None:
-    composer = PromptComposer(home)
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
     soul = home.bootstrap / "main" / "SOUL.md"
     assert "SOUL-TEXT" in compose(composer)
     stamp = soul.stat()
     # Same size, same mtime: the cached text is served (the file is not re-read).
     soul.write_text("SOUL-XXXX")
     os.utime(soul, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    clock.now += RECHECK_SECONDS
     assert "SOUL-TEXT" in compose(composer)
-    # A real edit moves the mtime and is picked up on the next turn.
+    # A real edit moves the mtime and is picked up at the next check.
     os.utime(soul, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000))
+    clock.now += RECHECK_SECONDS
     assert "SOUL-XXXX" in compose(composer)
     assert "SOUL-XXXX" in compose(PromptComposer(home))
 
 
+def test_a_hand_edit_reaches_every_turn_composed_half_a_second_later(home: FermixHome) -> None:
+    """The guarantee: files are re-checked at most RECHECK_SECONDS apart, never later."""
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    stats: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path, *args, **kwargs):
+        stats.append(os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    assert "SOUL-TEXT" in compose(composer)
+    write(home, "bootstrap/main/SOUL.md", "SOUL-EDITED-BY-HAND")
+    write(home, "memory/main/USER.md", "USER-EDITED-BY-HAND")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "stat", counting_stat)
+        clock.now += RECHECK_SECONDS / 2
+        within = compose(composer)  # inside the window: no stat, the checked text
+        assert stats == []
+        clock.now += RECHECK_SECONDS / 2
+        after = compose(composer)
+    assert "SOUL-TEXT" in within and "USER-PROFILE" in within
+    assert "SOUL-EDITED-BY-HAND" in after and "USER-EDITED-BY-HAND" in after
+    assert len(stats) == 5, "one stat per prompt file per check"
+
+
+def test_a_clock_that_goes_backwards_forces_a_check(home: FermixHome) -> None:
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    assert "SOUL-TEXT" in compose(composer)
+    write(home, "bootstrap/main/SOUL.md", "SOUL-AFTER-A-CLOCK-JUMP")
+    clock.now -= 3600
+    assert "SOUL-AFTER-A-CLOCK-JUMP" in compose(composer)
+
+
+def test_fermix_own_writes_reach_the_very_next_turn(home: FermixHome) -> None:
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    assert "WORK-MEMORY" in compose(composer)
+    write(home, "memory/main/MEMORY.md", "REBUILT-BY-REVIEW")
+    assert "REBUILT-BY-REVIEW" not in compose(composer), "still inside the window"
+    prompt_files_written()  # what every prompt-file writer in the process calls
+    assert "REBUILT-BY-REVIEW" in compose(composer)
+
+
+def test_the_profile_rebuild_and_agent_rename_announce_their_writes(home: FermixHome) -> None:
+    from fermix_core.memory.inmemory import InMemoryBackend
+    from fermix_core.memory.profiles import rebuild_profiles
+
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    assert "USER-PROFILE" in compose(composer) and "**Name:** Ada" in compose(composer)
+    anyio.run(rebuild_profiles, InMemoryBackend(), home)
+    assert "USER-PROFILE" not in compose(composer)
+    assert reconcile_agent_name(home, "Grace")
+    assert "**Name:** Grace" in compose(composer)
+
+
 def test_deleted_file_falls_back_after_being_cached(home: FermixHome) -> None:
-    composer = PromptComposer(home)
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
     assert "RULES-TEXT" in compose(composer)
     (home.bootstrap / "main" / "FERMIX.md").unlink()
+    clock.now += RECHECK_SECONDS
     prompt = compose(composer)
     assert "RULES-TEXT" not in prompt and "# Operating rules" in prompt
 
@@ -212,3 +293,51 @@ def test_injection_markers_in_memory_are_flagged_once_and_kept_as_data(tmp_path,
     flagged = [r for r in tracer.records if r[1].get("event") == "memory_injection_flagged"]
     assert len(flagged) == 1
     assert "injection markers" in caplog.text
+
+
+def test_the_memory_block_is_scanned_once_per_distinct_content(home: FermixHome) -> None:
+    import fermix_core.memory.fence as fence
+
+    scanned: list[str] = []
+    real_scan = fence.scan
+
+    def counting_scan(text: str):
+        scanned.append(text)
+        return real_scan(text)
+
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fence, "scan", counting_scan)
+        first = compose(composer, memory_context=None)
+        for _ in range(5):
+            assert compose(composer, memory_context=None) == first
+        assert len(scanned) == 2, "USER.md and MEMORY.md, once"
+        # A different recalled context, or an edited file, is a different block.
+        assert "RECALLED: tea" in compose(composer, memory_context="RECALLED: tea")
+        write(home, "memory/main/USER.md", "USER-PROFILE: now likes coffee")
+        prompt_files_written()
+        assert "likes coffee" in compose(composer, memory_context=None)
+    assert len(scanned) == 2 + 3 + 2
+
+
+def test_a_guest_turn_after_an_owner_turn_still_sees_no_owner_memory(home: FermixHome) -> None:
+    composer = PromptComposer(home)
+    assert "USER-PROFILE" in compose(composer, memory_context=None)
+    guest = compose(composer, trust=Trust.GUEST, memory_context=None)
+    assert "USER-PROFILE" not in guest and "WORK-MEMORY" not in guest
+    assert "<memory-context>" not in guest
+    assert "USER-PROFILE" in compose(composer, memory_context=None)
+
+
+def test_remembered_sections_follow_the_agent_name_and_the_files(tmp_path: Path) -> None:
+    bare = FermixHome(tmp_path / "never-set-up")
+    composer = PromptComposer(bare, agent_name="Nova")
+    assert "**Name:** Nova" in compose(composer)
+    composer.agent_name = "Vega"
+    assert "**Name:** Vega" in compose(composer) and "Nova" not in compose(composer)
+    seed_bootstrap(bare, agent_name="Ada")
+    write(bare, "bootstrap/main/SOUL.md", "  SOUL-FROM-FILE  \n")
+    prompt_files_written()
+    prompt = compose(composer)
+    assert "\n\nSOUL-FROM-FILE\n\n" in prompt and "# Soul" not in prompt

@@ -309,3 +309,39 @@ def test_a_cached_front_matter_never_hides_a_broken_edit(tmp_path: Path) -> None
     broken, _ = _cached_registry(tmp_path, skills)
     assert "notes" not in broken.skills
     assert any("not valid YAML" in e for e in broken.errors)
+
+
+def test_the_turn_runner_rebuilds_its_skills_section_only_after_a_reload(tmp_path: Path) -> None:
+    from fermix_core.turns import TurnRunner
+
+    write(tmp_path / "home", "notes", LISTED)
+    skills = registry_for(tmp_path).load()
+    runner = TurnRunner(
+        store=None,
+        capabilities=None,
+        composer=None,
+        caller=None,
+        home=None,
+        config=None,
+        emit=lambda *a, **k: None,
+    )
+    runner.skills = skills
+    built: list[Trust] = []
+    real = skills.prompt_section
+
+    def counting(trust: Trust) -> str:
+        built.append(trust)
+        return real(trust)
+
+    skills.prompt_section = counting  # type: ignore[method-assign]
+    first = runner._skills_section(Trust.OPERATOR)
+    assert "- notes" in first and runner._skills_section(Trust.OPERATOR) is first
+    assert runner._skills_section(Trust.GUEST) == ""
+    assert built == [Trust.OPERATOR, Trust.GUEST]
+    write(tmp_path / "home", "pdf-tools", ANTHROPIC_SHAPE)
+    skills.reload()
+    again = runner._skills_section(Trust.OPERATOR)
+    assert "- pdf-tools" in again and "- notes" in again
+    assert runner._skills_section(Trust.GUEST) == ""
+    runner.skills = None
+    assert runner._skills_section(Trust.OPERATOR) == ""

@@ -541,10 +541,104 @@ async def test_summary_never_swallows_what_its_author_did_not_see(
 
 
 async def test_session_numbers_are_unique_and_persist(store: ConversationStore, db_path) -> None:
+    from fermix_core.store.engine import SESSION_BLOCK
+
     assert [await store.next_session_number() for _ in range(3)] == [1, 2, 3]
     async with await ConversationStore.open(db_path) as second:
-        assert await second.next_session_number() == 4
-    assert await store.next_session_number() == 5
+        # Another connection (another process) reserves the next block: no number twice.
+        assert await second.next_session_number() == SESSION_BLOCK + 1
+    assert await store.next_session_number() == 4
+    # The counter is written once per block, not once per number.
+    raw = sqlite3.connect(db_path)
+    try:
+        assert raw.execute("SELECT value FROM counters").fetchone()[0] == 2 * SESSION_BLOCK
+    finally:
+        raw.close()
+    handed = [4] + [await store.next_session_number() for _ in range(SESSION_BLOCK)]
+    assert handed == sorted(set(handed)) and SESSION_BLOCK + 1 not in handed
+    assert handed[-1] > 2 * SESSION_BLOCK  # the first block ran out: the third one is next
+    await store.close()
+    async with await ConversationStore.open(db_path) as reopened:
+        # After a restart numbers continue above everything handed out (gaps are fine).
+        assert await reopened.next_session_number() > max(handed)
+
+
+async def test_a_start_that_fails_gives_up_the_block_it_reserved(
+    store: ConversationStore, db_path
+) -> None:
+    cid = await store.conversation_id(KEY)
+    sync = store._sync
+    real = sync._begin
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    sync._begin = fail
+    with pytest.raises(OSError, match="disk full"):
+        await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id=None)
+    sync._begin = real
+    raw = sqlite3.connect(db_path)
+    try:
+        # The reservation was rolled back with the rest, and the store forgot the block:
+        # keeping it would hand out numbers another process may reserve too.
+        assert raw.execute("SELECT COUNT(*) FROM counters").fetchone()[0] == 0
+        async with await ConversationStore.open(db_path) as other:
+            theirs = await other.next_session_number()
+        start = await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id=None)
+        assert start.session_id != f"main-{theirs}"
+        stored = raw.execute("SELECT session_id FROM turns").fetchall()
+        assert stored == [(start.session_id,)]
+    finally:
+        raw.close()
+
+
+async def test_a_lost_group_commit_forgets_reserved_numbers_and_open_turns(
+    store: ConversationStore,
+) -> None:
+    sync = store._sync
+    cid = await store.conversation_id(KEY)
+    conn = sync.conn
+    conn.execute("BEGIN IMMEDIATE")
+    start = sync.start_turn(
+        cid, Message.user("q"), speakers=None, speaker="owner", sender_id=None, run_profile="n"
+    )
+    assert start.handle.turn_id in sync._open and sync._sessions[1] > 0
+    conn.execute("ROLLBACK")
+    sync.forget_parsed()  # what the worker's on_rollback does after a lost batch
+    assert sync._open == {} and sync._sessions[0] > sync._sessions[1]
+    again = await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id=None)
+    # The rolled-back turn's id is free again and is reused; its remembered facts are gone.
+    assert again.handle.turn_id == start.handle.turn_id
+    await store.commit_turn(
+        again.handle.turn_id, [Message.assistant("a")], usage=Usage(), model=None, provider=None
+    )
+    assert [m.message.text for m in await store.load_window(cid)] == ["q", "a"]
+
+
+async def test_the_turn_row_names_its_user_message_and_updated_at_is_the_start(
+    store: ConversationStore, raw: sqlite3.Connection
+) -> None:
+    cid = await store.conversation_id(KEY)
+    start = await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id="u")
+    handle = start.handle
+    row = raw.execute(
+        "SELECT t.user_message_id, m.turn_id, m.text FROM turns t "
+        "JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?",
+        (handle.turn_id,),
+    ).fetchone()
+    assert row == (handle.user_message_id, handle.turn_id, "q")
+    (started,) = raw.execute("SELECT updated_at FROM conversations WHERE id = ?", (cid,)).fetchone()
+    (created,) = raw.execute(
+        "SELECT created_at FROM messages WHERE id = ?", (handle.user_message_id,)
+    ).fetchone()
+    assert started == created  # the user message's time
+    await store.commit_turn(
+        handle.turn_id, [Message.assistant("a")], usage=Usage(), model=None, provider=None
+    )
+    # One updated_at write per turn: a conversation's activity is when its turns start.
+    assert raw.execute("SELECT updated_at FROM conversations WHERE id = ?", (cid,)).fetchone() == (
+        started,
+    )
 
 
 async def test_sqlite_failures_are_typed_and_leave_the_store_usable(
@@ -631,3 +725,19 @@ async def test_sender_names_are_kept_for_user_messages(store: ConversationStore)
     )
     window = await store.load_window(cid)
     assert [(row.sender_id, row.sender_name) for row in window] == [("7", "Sam"), (None, None)]
+
+
+def test_the_fast_row_constructor_builds_the_same_frozen_row() -> None:
+    import dataclasses
+
+    from fermix_core.store.records import StoredMessage, stored_message
+
+    values = (7, 2, 3, 4, "marker", "system", Message.user("q"), 1.5, "s", "Ann", "guest")
+    fast, slow = stored_message(*values), StoredMessage(*values)
+    assert type(fast) is StoredMessage
+    assert fast == slow and repr(fast) == repr(slow)
+    assert dataclasses.astuple(fast) == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.seq = 5  # type: ignore[misc]
+    defaults = stored_message(*values[:8])
+    assert (defaults.sender_id, defaults.sender_name, defaults.turn_speaker) == (None, None, None)

@@ -227,3 +227,84 @@ async def test_own_rows_never_join_a_window_another_connection_moved_on(store, d
         "ok",
     ]
     await assert_current(store, db_path, cid)
+
+
+async def test_a_commit_after_another_connection_appended_goes_after_its_rows(
+    store, db_path
+) -> None:
+    """The commit's rows take the seq after the cached window's newest; when another
+    connection appended between this turn's start and its commit, the unique seq refuses
+    that, and the rows go after the other connection's."""
+    cid = await store.conversation_id(KEY)
+    await turn(store, cid, "mine")
+    start = await store.start_turn(cid, Message.user("slow"), speaker="owner", sender_id="u")
+    other = await ConversationStore.open(db_path)
+    try:
+        await turn(other, cid, "theirs", "their answer")
+    finally:
+        await other.close()
+    ids = await store.commit_turn(
+        start.handle.turn_id,
+        [Message.assistant("slow answer"), Message.assistant("and more")],
+        usage=Usage(),
+        model="m",
+        provider="p",
+    )
+    window = await store.load_window(cid)
+    assert [m.message.text for m in window] == [
+        "mine",
+        "ok",
+        "slow",
+        "slow answer",
+        "and more",
+        "theirs",
+        "their answer",
+    ]
+    seqs = {m.id: m.seq for m in window}
+    assert [seqs[i] for i in ids] == [6, 7]  # after the other connection's rows (4, 5)
+    await assert_current(store, db_path, cid)
+
+
+async def test_a_turn_begun_by_another_connection_commits_here(store, db_path) -> None:
+    cid = await store.conversation_id(KEY)
+    await turn(store, cid, "mine")
+    other = await ConversationStore.open(db_path)
+    try:
+        start = await other.start_turn(cid, Message.user("theirs"), speaker="guest", sender_id="g")
+    finally:
+        await other.close()
+    await store.commit_turn(
+        start.handle.turn_id,
+        [Message.assistant("answered here")],
+        usage=Usage(),
+        model="m",
+        provider="p",
+    )
+    window = await store.load_window(cid)
+    assert [(m.message.text, m.speaker) for m in window][-2:] == [
+        ("theirs", "guest"),
+        ("answered here", "guest"),
+    ]
+    await assert_current(store, db_path, cid)
+
+
+async def test_a_turn_another_connection_stopped_cannot_commit_here(store, db_path) -> None:
+    from fermix_core.store import TurnStateError
+
+    cid = await store.conversation_id(KEY)
+    start = await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id="u")
+    other = await ConversationStore.open(db_path)
+    try:
+        assert await other.append_marker(cid, "(stopped)")
+    finally:
+        await other.close()
+    with pytest.raises(TurnStateError, match="already stopped"):
+        await store.commit_turn(
+            start.handle.turn_id,
+            [Message.assistant("late")],
+            usage=Usage(),
+            model="m",
+            provider="p",
+        )
+    assert "late" not in [m.message.text for m in await store.load_window(cid)]
+    await assert_current(store, db_path, cid)

@@ -13,6 +13,8 @@ from fermix_core.messages import (
     ToolResult,
     Turn,
     Usage,
+    parts_text,
+    text_length,
 )
 from pydantic import ValidationError
 
@@ -180,3 +182,41 @@ def test_turn_is_empty_and_to_message() -> None:
     assert message.content == []
     with pytest.raises(ValidationError):
         Turn(content="no model")  # type: ignore[call-arg]
+
+
+TEXT_SHAPES = [
+    Message.user("hello"),
+    Message.user(""),
+    Message.user(TextPart(text="")),
+    Message.user(ImagePart(media_type="image/png", data=PNG)),
+    Message.user(ImagePart(media_type="image/png", data=PNG), "caption"),
+    Message.user("a", TextPart(text=""), "b", ImagePart(media_type="image/png", url="u"), "c"),
+    Message.user("ünïcødé 🎉", "\n\n"),
+    Message.system("x" * 10_000),
+    Message.assistant(tool_calls=[ToolCall(id="c1", name="t")]),
+    Message.tool(ToolResult(call_id="c1", name="t", content=["one", "", "two"])),
+    Message.tool(ToolResult(call_id="c1", name="t", content=[])),
+]
+
+
+@pytest.mark.parametrize("message", TEXT_SHAPES)
+def test_text_length_is_the_length_of_the_text(message: Message) -> None:
+    assert text_length(message) == len(message.text)
+
+
+def test_parts_text_of_one_part_is_that_part() -> None:
+    assert parts_text([TextPart(text="only")]) == "only"
+    assert parts_text([TextPart(text="")]) == ""
+    assert parts_text([ImagePart(media_type="image/png", data=PNG)]) == ""
+    assert parts_text([TextPart(text="a"), TextPart(text=""), TextPart(text="b")]) == "a\n\nb"
+
+
+def test_adding_a_zero_usage_keeps_the_other_side() -> None:
+    some = Usage(input_tokens=3, output_tokens=1, cached_input_tokens=2, reasoning_tokens=5)
+    assert Usage() + some == some and some + Usage() == some
+    assert Usage() + Usage() == Usage()
+    assert some + some == Usage(
+        input_tokens=6, output_tokens=2, cached_input_tokens=4, reasoning_tokens=10
+    )
+    only_reasoning = Usage(reasoning_tokens=1)
+    assert only_reasoning + only_reasoning == Usage(reasoning_tokens=2)

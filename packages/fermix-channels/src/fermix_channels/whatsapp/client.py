@@ -114,10 +114,17 @@ class WhatsAppApi:
         self.http = http
         self.base_url = base_url.rstrip("/")
         self.phone_number_id = phone_number_id
+        # Parsed once: every reply and read receipt posts here (a str is parsed per call).
+        self._messages_url = httpx.URL(f"{self.base_url}/{phone_number_id}/messages")
         self._headers = {"Authorization": f"Bearer {token}"}
 
     async def _request(
-        self, method: str, url: str, what: str, recipient: str | None = None, **kwargs: Any
+        self,
+        method: str,
+        url: str | httpx.URL,
+        what: str,
+        recipient: str | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         try:
             response = await self.http.request(method, url, headers=self._headers, **kwargs)
@@ -135,9 +142,7 @@ class WhatsAppApi:
     async def _post_message(self, to: str, payload: dict[str, Any], what: str) -> str:
         body = {"messaging_product": "whatsapp", "recipient_type": "individual", "to": to}
         body.update(payload)
-        response = await self._request(
-            "POST", f"{self.base_url}/{self.phone_number_id}/messages", what, to, json=body
-        )
+        response = await self._request("POST", self._messages_url, what, to, json=body)
         try:
             message_id = response.json()["messages"][0]["id"]
         except (json.JSONDecodeError, KeyError, IndexError, TypeError):
@@ -186,9 +191,7 @@ class WhatsAppApi:
         }
         if typing:
             body["typing_indicator"] = {"type": "text"}
-        await self._request(
-            "POST", f"{self.base_url}/{self.phone_number_id}/messages", "read receipt", json=body
-        )
+        await self._request("POST", self._messages_url, "read receipt", json=body)
 
     async def upload(self, data: bytes, mime_type: str, filename: str) -> str:
         response = await self._request(

@@ -225,8 +225,10 @@ class AgentLoop:
         if not messages:
             raise ValueError("the agent loop needs at least one message to send (the user's)")
         caps = self.capabilities
-        # Tools see exactly the snapshot they are dispatched from (tool_help reads it).
-        ctx = replace(ctx, capabilities=caps.specs)
+        # Tools see exactly the snapshot they are dispatched from (tool_help reads it); the
+        # turn runner already builds its context with it, and then no copy is needed.
+        if ctx.capabilities is not caps.specs:
+            ctx = replace(ctx, capabilities=caps.specs)
         if caps.reactions is not None:
             ctx.state["allowed_reactions"] = caps.reactions
         state = _RunState(history=list(messages))

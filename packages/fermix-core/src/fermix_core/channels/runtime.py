@@ -903,7 +903,7 @@ async def daemon_channels(runtime: Any, service: Any) -> AsyncIterator[ChannelRu
     try:
         # The runtime client's settings (keep-alive expiry, no redirects) and its deferred
         # trust store: the CA bundle loads on the first TLS connection, not at boot.
-        async with runtime_client(timeout=httpx.Timeout(30.0, connect=10.0)) as http:
+        async with runtime_client(lean=True, timeout=httpx.Timeout(30.0, connect=10.0)) as http:
             channels = ChannelRuntime.from_runtime(
                 runtime,
                 service.gateway,

@@ -1,8 +1,14 @@
-"""Reading ``config.toml`` as a tomlkit document, dotted keys, and the pre-plugin read.
+"""Reading ``config.toml``, dotted keys, and the pre-plugin read.
 
-This module imports tomlkit but not pydantic: boot reads ``[fermix_core.plugins] disabled``
-*before* any plugin is imported (the list decides which plugins load), and that early read
-should cost as little as possible.
+This module imports neither pydantic nor (until a document is edited) tomlkit: boot reads
+``[fermix_core.plugins] disabled`` *before* any plugin is imported (the list decides which
+plugins load), and that early read should cost as little as possible.
+
+:func:`read_config` reads the file once into a :class:`ConfigText`: its values come from
+the standard library's :mod:`tomllib`, and the tomlkit document (comments and layout, for
+the commands that edit the file) is parsed from the same text only when one asks for it.
+A file :mod:`tomllib` rejects is parsed by tomlkit instead, so what is accepted, and every
+syntax error's message, line and column, stay those of tomlkit.
 """
 
 from __future__ import annotations
@@ -11,13 +17,12 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import tomlkit
-from tomlkit.exceptions import ParseError, TOMLKitError
-from tomlkit.toml_document import TOMLDocument
+from typing import TYPE_CHECKING, Any
 
 from fermix_core.config.errors import ConfigError, ConfigKeyError, ConfigProblem
+
+if TYPE_CHECKING:  # tomlkit loads when a document is edited or tomllib rejects a file
+    from tomlkit.toml_document import TOMLDocument
 
 BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _AT_LINE_RE = re.compile(r"\s*at line \d+ col \d+\s*$")
@@ -43,8 +48,9 @@ def format_key(parts: Sequence[str | int]) -> str:
 def parse_key(dotted: str) -> tuple[str, ...]:
     """Split a dotted key the way TOML does, so quoted segments may contain dots.
 
-    The key is parsed by tomlkit itself (as ``<key> = 0``) rather than by a hand-written
-    splitter, so what ``fermix config set`` accepts is exactly what the file accepts.
+    The key is parsed by a TOML parser (as ``<key> = 0``) rather than by a hand-written
+    splitter, so what ``fermix config set`` accepts is exactly what the file accepts:
+    :mod:`tomllib`, and tomlkit for what it rejects (as for the file itself).
     """
     text = dotted.strip()
     bad = ConfigKeyError.single(
@@ -52,10 +58,19 @@ def parse_key(dotted: str) -> tuple[str, ...]:
     )
     if not text or "\n" in text or "=" in text.replace('"', "").replace("'", ""):
         raise bad
+    import tomllib
+
+    parsed: Any
     try:
-        parsed: Any = tomlkit.parse(f"{text} = 0").unwrap()
-    except TOMLKitError:
-        raise bad from None
+        parsed = tomllib.loads(f"{text} = 0")
+    except tomllib.TOMLDecodeError:
+        import tomlkit
+        from tomlkit.exceptions import TOMLKitError
+
+        try:
+            parsed = tomlkit.parse(f"{text} = 0").unwrap()
+        except TOMLKitError:
+            raise bad from None
     parts: list[str] = []
     while isinstance(parsed, dict):
         if len(parsed) != 1:
@@ -70,16 +85,77 @@ def parse_key(dotted: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- reading
 
 
-def read_document(path: Path) -> TOMLDocument:
-    """Parse *path* as TOML; a missing file is an empty document (all defaults).
+class ConfigText:
+    """``config.toml`` as read: its values (:attr:`data`, parsed with :mod:`tomllib`) and,
+    on demand, its tomlkit :attr:`document` parsed from the same text.
+
+    Made by :func:`read_config` from a file, or :meth:`of` around a document or mapping
+    a caller already has (the writer's edited copy, an embedding app's settings).
+    """
+
+    __slots__ = ("_data", "_document", "path", "text")
+
+    def __init__(self, text: str | None, path: Path | None = None, *, document: Any = None) -> None:
+        self.text = text
+        self.path = path
+        self._document = document
+        self._data: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, document: Any) -> ConfigText:
+        """*document* (a :class:`ConfigText`, a tomlkit document or a plain mapping)."""
+        if isinstance(document, ConfigText):
+            return document
+        return cls(None, document=document)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The values as plain dicts, lists and scalars (do not modify: see :func:`plain`).
+
+        Raises the :class:`ConfigError` tomlkit's parser gives for a file that is not TOML.
+        """
+        if self._data is None:
+            if self.text is None:
+                self._data = _deep_plain(self._document if self._document is not None else {})
+            else:
+                self._data = _parse_values(self.text, self.path)
+        return self._data
+
+    @property
+    def document(self) -> TOMLDocument:
+        """The tomlkit document (comments and all), parsed on first use."""
+        if self._document is None:
+            if self.text is None:
+                import tomlkit
+
+                self._document = tomlkit.document()
+            else:
+                self._document = parse_document(self.text, self.path)
+        return self._document
+
+
+def _parse_values(text: str, path: Path | None) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        # tomlkit decides what a file tomllib rejects means: its error (line, column,
+        # message) as before, or its values where it accepts the text.
+        return parse_document(text, path).unwrap()
+
+
+def read_config(path: Path) -> ConfigText:
+    """Read *path*; a missing file is an empty configuration (all defaults).
 
     Every failure is a :class:`ConfigError` naming the file, and for syntax errors the line
     and column, because "invalid TOML" alone sends people hunting through the whole file.
+    The values are parsed here, so a syntax error is raised by this call.
     """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return tomlkit.document()
+        return ConfigText("", path)
     except IsADirectoryError:
         raise ConfigError.single(
             str(path), "is a directory, not a file; move it aside so Fermix can create config.toml"
@@ -93,10 +169,23 @@ def read_document(path: Path) -> TOMLDocument:
         raise ConfigError.single(
             str(path), f"is not UTF-8 text (byte {exc.start}); re-save it as UTF-8"
         ) from None
-    return parse_document(text, path)
+    source = ConfigText(text, path)
+    source.data  # noqa: B018 - parse now: a syntax error belongs to the read
+    return source
+
+
+def read_document(path: Path) -> TOMLDocument:
+    """Parse *path* as a tomlkit document (to edit it); a missing file is an empty one.
+
+    Fails as :func:`read_config` does.
+    """
+    return read_config(path).document
 
 
 def parse_document(text: str, path: Path | None = None) -> TOMLDocument:
+    import tomlkit
+    from tomlkit.exceptions import ParseError, TOMLKitError
+
     where = str(path) if path is not None else "config.toml"
     try:
         return tomlkit.parse(text)
@@ -128,11 +217,20 @@ def _second_definition(text: str, key: str | None) -> int | None:
     return hits[1] if len(hits) > 1 else None
 
 
-def plain(document: Mapping[str, Any]) -> dict[str, Any]:
-    """A tomlkit document (or any mapping) as plain Python dicts, lists and scalars."""
-    if isinstance(document, TOMLDocument):
-        return document.unwrap()
+def plain(document: Mapping[str, Any] | ConfigText) -> dict[str, Any]:
+    """A :class:`ConfigText`, tomlkit document or any mapping as plain Python dicts, lists
+    and scalars — a copy the caller may change."""
+    if isinstance(document, ConfigText):
+        return _copy(document.data)
     return _deep_plain(document)
+
+
+def _copy(value: Any) -> Any:
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    return value
 
 
 def _deep_plain(value: Any) -> Any:
@@ -197,7 +295,7 @@ def pop_path(data: dict[str, Any], parts: Sequence[str]) -> Any:
 # --------------------------------------------------------------------------- pre-plugin read
 
 
-def plugins_disabled(document: Mapping[str, Any]) -> list[str]:
+def plugins_disabled(document: Mapping[str, Any] | ConfigText) -> list[str]:
     """``[fermix_core.plugins] disabled`` read from the raw document before plugins load.
 
     Only this small piece is validated here (the full config needs every plugin's section

@@ -11,12 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from tomlkit.toml_document import TOMLDocument
 
-from fermix_core.config.document import dig, format_key, parse_key, plain, put, read_document
+from fermix_core.config.document import (
+    ConfigText,
+    dig,
+    format_key,
+    parse_key,
+    plain,
+    put,
+    read_config,
+)
 from fermix_core.config.env import apply_env, env_overlays
 from fermix_core.config.errors import ConfigError, ConfigKeyError, ConfigProblem
 from fermix_core.config.messages import did_you_mean
@@ -29,6 +36,9 @@ from fermix_core.plugins.discovery import PluginRecord
 from fermix_core.plugins.registry import SpecRegistry
 from fermix_core.specs import ProviderSpec, resolve_ref
 
+if TYPE_CHECKING:  # pragma: no cover - tomlkit loads only when a document is edited
+    from tomlkit.toml_document import TOMLDocument
+
 
 @dataclass
 class LoadedConfig:
@@ -40,8 +50,8 @@ class LoadedConfig:
     sections: dict[str, BaseModel]
     #: File values with the environment overlay applied, as plain Python data.
     data: dict[str, Any]
-    #: The tomlkit document as read (comments and all).
-    document: TOMLDocument
+    #: config.toml as read (its values; the tomlkit document on demand).
+    source: ConfigText
     warnings: list[ConfigProblem]
     #: Names (never values) of environment variables that supplied or overrode a key.
     env_applied: list[str]
@@ -58,6 +68,11 @@ class LoadedConfig:
     provider_sections: dict[str, BaseModel] = field(default_factory=dict)
     #: The secret slots of this file for ``registry`` (:func:`secret_fields`), listed once.
     secret_slots: list[SecretField] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def document(self) -> TOMLDocument:
+        """The tomlkit document as read (comments and all), parsed on first use."""
+        return self.source.document
 
     def provider_config(self, name: str) -> ProviderConfig | None:
         return self.core.fermix_core.providers.get(name)
@@ -187,15 +202,15 @@ def check_config(
     *,
     unavailable: Sequence[PluginRecord] = (),
     environ: Mapping[str, str] | None = None,
-    document: TOMLDocument | None = None,
+    document: TOMLDocument | ConfigText | None = None,
 ) -> ValidationReport:
     """Validate like :func:`load_config` but return problems instead of raising them."""
     path = home.config_file
     try:
-        doc = document if document is not None else read_document(path)
+        source = ConfigText.of(document) if document is not None else read_config(path)
+        file_data = plain(source)
     except ConfigError as exc:
         return ValidationReport(path, exc.problems, [], None)
-    file_data = plain(doc)
     # Model shapes come from $FERMIX_HOME/cache once the home exists (never created here).
     shapes = ModelShapes(home) if home.path.is_dir() else None
     slots = secret_fields(file_data, registry, shapes=shapes)
@@ -213,7 +228,7 @@ def check_config(
         core=core,
         sections=result.sections,
         data=data,
-        document=doc,
+        source=source,
         warnings=result.warnings,
         env_applied=applied,
         path=path,
@@ -232,7 +247,7 @@ def load_config(
     *,
     unavailable: Sequence[PluginRecord] = (),
     environ: Mapping[str, str] | None = None,
-    document: TOMLDocument | None = None,
+    document: TOMLDocument | ConfigText | None = None,
 ) -> LoadedConfig:
     """Read, overlay and validate ``config.toml``; one :class:`ConfigError` lists every problem.
 

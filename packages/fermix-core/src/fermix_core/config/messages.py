@@ -9,7 +9,6 @@ secret, because these lines end up in terminals and logs.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import json
 import types
@@ -153,6 +152,8 @@ def one_of(values: Sequence[Any]) -> str:
 
 
 def did_you_mean(word: str, candidates: Sequence[str]) -> str | None:
+    import difflib  # only for a mistake: not loaded by every process that reads the config
+
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return close[0] if close else None
 

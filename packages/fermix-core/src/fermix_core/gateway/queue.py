@@ -4,8 +4,12 @@ A conversation's turns must run one at a time and in order — the second messag
 burst is answered with the first one's reply already in history — while different
 conversations must not wait for each other. Each conversation key that has work gets a
 *lane* (a deque and one worker task in the queue's task group); when the lane runs dry the
-worker exits and the lane is deleted, so a daemon that has talked to ten thousand chats
-holds nothing for the ones that are idle. That is the property the soak test checks.
+lane is deleted, so a daemon that has talked to ten thousand chats holds nothing for the
+ones that are idle. That is the property the soak test checks. The worker does not exit
+with its lane: up to :data:`MAX_IDLE_WORKERS` of them wait, idle, to serve the next new
+lane, which saves spawning a task for every turn (a conversation's lane usually runs dry
+after each reply). A worker serves lanes only for submitters whose context variables are
+the queue's own, so each turn still sees what a fresh task would have copied.
 
 ``/stop`` cancels the active turn through the cancel scope its worker runs it in, drops the
 queued jobs, and reports each stopped job to the executor exactly once, after the cancelled
@@ -18,6 +22,8 @@ drain instead.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -34,6 +40,9 @@ from fermix_core.gateway.types import StopReport, TurnExecutor, TurnJob
 __all__ = ["ConversationQueue", "QueueClosedError", "QueueLoad"]
 
 log = logging.getLogger("fermix.gateway.queue")
+
+#: Workers kept waiting for the next new lane once theirs ran dry (each a parked task).
+MAX_IDLE_WORKERS = 128
 
 
 class QueueClosedError(RuntimeError):
@@ -74,6 +83,10 @@ class ConversationQueue:
         self._background: dict[TurnJob, anyio.CancelScope] = {}
         # Created on demand: building a queue must not need a running event loop.
         self._idle: anyio.Event | None = None
+        #: Parked workers, each waiting on its future for a (key, lane) to serve.
+        self._idle_workers: list[asyncio.Future[tuple[ConversationKey, _Lane]]] = []
+        #: The context variables of whoever entered the queue; see the module docstring.
+        self._context: contextvars.Context | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -83,6 +96,7 @@ class ConversationQueue:
         tg = self._factory()
         await tg.__aenter__()
         self._tg = tg
+        self._context = contextvars.copy_context()
         return self
 
     async def __aexit__(
@@ -133,7 +147,8 @@ class ConversationQueue:
         if lane is None:
             lane = self._lanes[key] = _Lane()
             lane.jobs.append(job)
-            self._tg.start_soon(self._work, key, lane)
+            if not self._hand_over(key, lane):
+                self._tg.start_soon(self._worker, key, lane)
         else:
             lane.jobs.append(job)
 
@@ -223,19 +238,59 @@ class ConversationQueue:
 
     # ------------------------------------------------------------------ workers
 
+    def _hand_over(self, key: ConversationKey, lane: _Lane) -> bool:
+        """Give a new *lane* to a parked worker; False when none may take it."""
+        idle = self._idle_workers
+        if not idle or contextvars.copy_context() != self._context:
+            return False
+        while idle:
+            waiter = idle.pop()
+            if not waiter.done():  # a parked worker being cancelled has a cancelled future
+                waiter.set_result((key, lane))
+                return True
+        return False
+
+    async def _worker(self, key: ConversationKey, lane: _Lane) -> None:
+        """Serve *lane*, then park for the next new lane (see the module docstring)."""
+        while True:
+            await self._work(key, lane)
+            del key, lane  # a parked worker holds no lane (and so no job)
+            if (
+                self._closed
+                or len(self._idle_workers) >= MAX_IDLE_WORKERS
+                or contextvars.copy_context() != self._context
+            ):
+                return
+            waiter: asyncio.Future[tuple[ConversationKey, _Lane]]
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle_workers.append(waiter)
+            try:
+                key, lane = await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    # Handed a lane just as the queue shut down: its jobs never run.
+                    self._retire(*waiter.result())
+                elif waiter in self._idle_workers:
+                    self._idle_workers.remove(waiter)
+                raise
+
     async def _work(self, key: ConversationKey, lane: _Lane) -> None:
         try:
             while lane.jobs:
                 await self._run(lane.jobs.popleft(), lane)
         finally:
-            # Only reached with jobs left on shutdown: they will never run.
-            for job in lane.jobs:
-                job.stopped = True
-                job.done.set()
-            lane.jobs.clear()
-            if self._lanes.get(key) is lane:
-                del self._lanes[key]
-            self._check_idle()
+            self._retire(key, lane)
+
+    def _retire(self, key: ConversationKey, lane: _Lane) -> None:
+        """*lane* ran dry (or the queue shut down): drop it, ending any job left in it."""
+        # Jobs are left only on shutdown: they will never run.
+        for job in lane.jobs:
+            job.stopped = True
+            job.done.set()
+        lane.jobs.clear()
+        if self._lanes.get(key) is lane:
+            del self._lanes[key]
+        self._check_idle()
 
     async def _run(self, job: TurnJob, lane: _Lane) -> None:
         scope = anyio.CancelScope()

@@ -6,12 +6,11 @@ handlers can name them without pulling in each other's code.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
-
-import anyio
 
 from fermix_core.channel import ConversationKey, InboundMessage, OutboundMessage, SentMessage
 from fermix_core.tool import Trust
@@ -23,6 +22,7 @@ __all__ = [
     "IngestStatus",
     "ReplyPort",
     "StopReport",
+    "TurnDone",
     "TurnExecutor",
     "TurnJob",
 ]
@@ -72,6 +72,32 @@ class ReplyPort(Protocol):
     # ``async def delete(chat_id, message_id) -> None`` (streaming uses them).
 
 
+class TurnDone:
+    """A job's "finished" flag: ``anyio.Event``'s interface (``set``, ``is_set``, ``wait``).
+
+    The runtime runs on asyncio; this skips the async-library lookup every ``anyio.Event()``
+    makes when it is created (one per turn). ``wait`` behaves as anyio's does on asyncio: it
+    yields to the loop once even when already set, and cancel scopes cancel it.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        if self._event.is_set():
+            await asyncio.sleep(0)
+        else:
+            await self._event.wait()
+
+
 @dataclass(eq=False)
 class TurnJob:
     """One unit of work for the queue: an authorized message and where its reply goes.
@@ -89,7 +115,7 @@ class TurnJob:
     run_profile: str = "normal"
     cwd: Path | None = None
     background: bool = False
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: TurnDone = field(default_factory=TurnDone)
     result: object | None = None
     started: bool = False
     stopped: bool = False

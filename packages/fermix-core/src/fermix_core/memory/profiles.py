@@ -172,6 +172,9 @@ def _write_if_changed(path: Path, text: str) -> bool:
     except (OSError, UnicodeDecodeError):
         mode = 0o600
     atomic_write(target, text, mode=mode)
+    from fermix_core.prompt.bootstrap import prompt_files_written
+
+    prompt_files_written()  # the next turn's system prompt reads it at once
     return True
 
 

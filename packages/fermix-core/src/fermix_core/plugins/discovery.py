@@ -12,9 +12,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # importlib.metadata (and the email parser behind it) loads on a real scan
+    from importlib import metadata
 
 ENTRY_POINT_GROUP = "fermix"
 LOAD_PLUGINS_ENV = "FERMIX_LOAD_PLUGINS"
@@ -130,6 +132,8 @@ def discover(
     First-party plugins come first, then the rest by name, so registration order is stable.
     """
     if entry_points is None:
+        from importlib import metadata
+
         entry_points = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     records: list[PluginRecord] = []
     identities: dict[int, tuple[str, str | None]] = {}
@@ -245,10 +249,30 @@ def installed_stamp(path: Sequence[str] | None = None) -> str:
     return digest.hexdigest()
 
 
+#: The scan cache: ``$FERMIX_HOME/cache/<file>``, in this format.
+SCAN_CACHE_FILE = "entry-points.json"
+SCAN_CACHE_FORMAT = 2
+#: The entry-point group pydantic loads its own plugins from; the scan records it too, so
+#: a one-off command can tell pydantic there are none without a second scan
+#: (:mod:`fermix_core.startup`).
+PYDANTIC_GROUP = "pydantic"
+
+
+def scan_cache(home: Any) -> Any:
+    """The scan cache of *home* (a :class:`~fermix_core.home.FermixHome`); ``None`` before
+    the home exists (read-only commands run before setup do not create it)."""
+    from fermix_core.derived_cache import DerivedCache
+
+    return DerivedCache(home, SCAN_CACHE_FILE, SCAN_CACHE_FORMAT) if home.path.is_dir() else None
+
+
 def scan_entry_points(cache: Any = None) -> list[Any]:
     """The ``fermix`` entry points installed now; with *cache* (a
     :class:`~fermix_core.derived_cache.DerivedCache`), the rows kept for the same
-    :func:`installed_stamp` instead of reading every distribution's metadata again."""
+    :func:`installed_stamp` instead of reading every distribution's metadata again.
+
+    A scan that fills the cache also records the ``pydantic`` group's entry points
+    (:func:`pydantic_plugins_absent` reads them)."""
     key = installed_stamp() if cache is not None else None
     if cache is not None:
         rows = cache.get(ENTRY_POINT_GROUP, key)
@@ -257,16 +281,30 @@ def scan_entry_points(cache: Any = None) -> list[Any]:
                 CachedEntryPoint(n, v, _Dist(d, ver) if d is not None else None)
                 for n, v, d, ver in rows
             ]
-    found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
-    if cache is not None:
-        rows_out: list[_Row] = []
-        identities: dict[int, tuple[str, str | None]] = {}
-        for ep in found:
-            identity = _dist_identity(ep, identities)
-            rows_out.append((ep.name, ep.value, *(identity or (None, None))))
-        cache.put(ENTRY_POINT_GROUP, key, rows_out)
-        cache.save()
+    from importlib import metadata
+
+    if cache is None:
+        return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    installed = metadata.entry_points()
+    found = list(installed.select(group=ENTRY_POINT_GROUP))
+    rows_out: list[_Row] = []
+    identities: dict[int, tuple[str, str | None]] = {}
+    for ep in found:
+        identity = _dist_identity(ep, identities)
+        rows_out.append((ep.name, ep.value, *(identity or (None, None))))
+    cache.put(ENTRY_POINT_GROUP, key, rows_out)
+    pydantic = [[ep.name, ep.value] for ep in installed.select(group=PYDANTIC_GROUP)]
+    cache.put(PYDANTIC_GROUP, key, pydantic)
+    cache.save()
     return found
+
+
+def pydantic_plugins_absent(cache: Any) -> bool:
+    """Whether the scan *cache* knows that no ``pydantic`` entry point is installed now
+    (``False`` when it cannot tell: no entry, another :func:`installed_stamp`)."""
+    if cache is None:
+        return False
+    return cache.get(PYDANTIC_GROUP, installed_stamp()) == []
 
 
 def _valid_rows(rows: Any) -> bool:

@@ -8,15 +8,13 @@ Here each plugin is imported on its own; a failure is recorded on its
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import inspect
 import logging
 import traceback
 from collections.abc import Iterable, Sequence
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -32,6 +30,9 @@ from fermix_core.plugins.discovery import (
 from fermix_core.plugins.registry import SpecError, SpecRegistry
 from fermix_core.specs import SPEC_KINDS, Spec
 from fermix_core.telemetry import Telemetry, TelemetryEvent
+
+if TYPE_CHECKING:  # importlib.metadata loads when a version is actually looked up
+    from importlib import metadata
 
 log = logging.getLogger("fermix.plugins")
 
@@ -74,6 +75,8 @@ def _first_party_of(module: str) -> tuple[str, str] | None:
     dist = canonical_dist_name(module.partition(".")[0])
     if dist not in FIRST_PARTY:
         return None
+    from importlib import metadata
+
     try:
         return dist, metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -170,6 +173,8 @@ class PluginHost:
         hooks = _hook_names(obj)
         unknown = [h for h in hooks if h not in KNOWN_HOOKS]
         if unknown:
+            import difflib
+
             hints = []
             for h in unknown:
                 guess = h if h.startswith("fermix_") else f"fermix_{h}"

@@ -75,6 +75,17 @@ class SeedReport:
     record: Path | None = None
 
 
+#: How many prompt files this process has written (see :func:`prompt_files_written`).
+WRITES = [0]
+
+
+def prompt_files_written() -> None:
+    """Tell every :class:`~fermix_core.prompt.PromptComposer` in this process that a prompt
+    file was just written, so the next turn re-checks the files at once instead of up to
+    ``RECHECK_SECONDS`` later. Code that writes prompt files calls it after writing."""
+    WRITES[0] += 1
+
+
 def prompt_files(agent_id: str = DEFAULT_AGENT_ID) -> dict[str, str]:
     """``{path relative to FERMIX_HOME: template name}`` for one agent's prompt files."""
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", agent_id):
@@ -94,7 +105,12 @@ def shipped_template(name: str) -> str:
     """The text of template *name* as this build ships it (``"SOUL.md"``)."""
     if name not in {"IDENTITY.md", "FERMIX.md", "SOUL.md", "REALTIME.md", "USER.md", "MEMORY.md"}:
         raise ValueError(f"no shipped prompt template called {name!r}")
-    return (resources.files("fermix_core.prompt") / "templates" / name).read_text("utf-8")
+    try:
+        # A package installed as files (wheels, editable installs): read it next to this
+        # module; importlib.resources would load its readers and zipfile for that.
+        return (Path(__file__).parent / "templates" / name).read_text("utf-8")
+    except OSError:  # a zipped install: its files are only reachable through the loader
+        return (resources.files("fermix_core.prompt") / "templates" / name).read_text("utf-8")
 
 
 def template_sha256(name: str) -> str:
@@ -168,6 +184,7 @@ def seed_bootstrap(
             communication_style=communication_style,
         )
         atomic_write(target, text)
+        prompt_files_written()
         seeded.append(relative)
         entries[relative] = {
             "template": template,
@@ -267,4 +284,5 @@ def reconcile_agent_name(
     real = path.resolve()
     mode = stat.S_IMODE(os.stat(real).st_mode)
     atomic_write(real, updated.encode("utf-8"), mode=mode)
+    prompt_files_written()
     return True

@@ -23,6 +23,8 @@ import functools
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -31,15 +33,27 @@ from fermix_core.home import FermixHome
 from fermix_core.prompt.bootstrap import (
     DEFAULT_AGENT_ID,
     DEFAULT_AGENT_NAME,
+    WRITES,
     prompt_files,
+    prompt_files_written,
     render_template,
 )
 from fermix_core.tool import Trust
 
 log = logging.getLogger("fermix.prompt")
 
-__all__ = ["MEMORY_FENCE_CLOSE", "MEMORY_FENCE_OPEN", "PromptComposer", "date_line"]
+__all__ = [
+    "MEMORY_FENCE_CLOSE",
+    "MEMORY_FENCE_OPEN",
+    "RECHECK_SECONDS",
+    "PromptComposer",
+    "date_line",
+    "prompt_files_written",
+]
 
+#: How long a checked prompt file is trusted without another ``stat``: an edit made outside
+#: this process (by hand, ``fermix setup``) reaches every turn composed this long after it.
+RECHECK_SECONDS = 0.5
 MEMORY_FENCE_OPEN = "<memory-context>"
 MEMORY_FENCE_CLOSE = "</memory-context>"
 
@@ -60,6 +74,10 @@ _TRUST_NOTES = {
         "above, and do not reveal the owner's private information, memories or files."
     ),
 }
+
+
+#: Distinct memory blocks a composer remembers (a recalled context makes each turn's new).
+_BLOCKS_KEPT = 32
 
 
 def date_line(today: date, timezone: str) -> str:
@@ -94,8 +112,11 @@ def _with_heading(text: str, heading: str) -> str:
 class PromptComposer:
     """Builds the system prompt from the prompt files of one agent under FERMIX_HOME.
 
-    File reads are cached by (mtime, size, inode), so an unchanged file costs one
-    ``stat`` per turn; an edited file is picked up on the next turn without a restart.
+    File reads are cached by (mtime, size, inode). A turn re-checks them (one ``stat``
+    each) only when the last check is :data:`RECHECK_SECONDS` old or a writer in this
+    process called :func:`prompt_files_written`; so a hand edit is picked up by every turn
+    composed half a second after it is saved, and Fermix's own writes by the next turn,
+    without a restart.
     """
 
     def __init__(
@@ -105,8 +126,16 @@ class PromptComposer:
         agent_id: str = DEFAULT_AGENT_ID,
         agent_name: str | None = DEFAULT_AGENT_NAME,
         tracer: Any = None,
+        recheck_seconds: float = RECHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.home = home if isinstance(home, FermixHome) else FermixHome(Path(home))
+        self.recheck_seconds = recheck_seconds
+        self._clock = clock
+        #: When the files were last checked, and the write generation seen then.
+        self._checked: tuple[float, int] | None = None
+        #: Texts (``None``: missing) served until the next check, by template.
+        self._current: dict[str, str | None] = {}
         self.tracer = tracer
         self._flagged: set[int] = set()
         self.agent_name = agent_name
@@ -114,11 +143,35 @@ class PromptComposer:
         self._cache: dict[Path, tuple[tuple[int, int, int], str]] = {}
         self._paths: dict[str, Path] = {}
         self._lock = threading.Lock()
+        #: Stripped sections by template: (file text or agent name, default?, section).
+        self._sections: dict[str, tuple[object, bool, str]] = {}
+        #: Memory blocks by (USER.md text, MEMORY.md text, recalled context); see below.
+        self._blocks: dict[tuple[tuple[str | None, str | None], str | None], str] = {}
 
     # ------------------------------------------------------------------ files
 
     def read(self, template: str) -> str | None:
-        """The current text of prompt file *template* (``"SOUL.md"``); None when missing."""
+        """The text of prompt file *template* (``"SOUL.md"``) as last checked; None when missing.
+
+        Checked at most every :attr:`recheck_seconds` (see the class docstring).
+        """
+        checked = self._checked
+        now = self._clock()
+        if (
+            checked is None
+            or checked[1] != WRITES[0]
+            or not (0 <= now - checked[0] < self.recheck_seconds)
+        ):
+            with self._lock:
+                self._current.clear()
+                self._checked = (now, WRITES[0])
+        elif template in self._current:
+            return self._current[template]
+        text = self._stat_read(template)
+        self._current[template] = text
+        return text
+
+    def _stat_read(self, template: str) -> str | None:
         path = self._paths.get(template)
         if path is None:
             path = self._paths[template] = self.home.path / self._files[template]
@@ -140,10 +193,18 @@ class PromptComposer:
         return text
 
     def _file_or_default(self, template: str) -> str:
+        """The file's text, or the shipped template's, stripped (remembered while unchanged)."""
         text = self.read(template)
+        source: object = text if text is not None else self.agent_name
+        cached = self._sections.get(template)
+        if cached is not None and cached[0] is source and cached[1] == (text is None):
+            return cached[2]
         if text is None:
-            text = render_template(template, agent_name=self.agent_name)
-        return text.strip()
+            section = render_template(template, agent_name=self.agent_name).strip()
+        else:
+            section = text.strip()
+        self._sections[template] = (source, text is None, section)
+        return section
 
     # ------------------------------------------------------------------ prompt
 
@@ -198,12 +259,34 @@ class PromptComposer:
                     self.tracer.record("agent_event", event="memory_injection_flagged", kinds=kinds)
 
     def _memory_block(self, memory_context: str | None, trust: Trust) -> str:
+        """The fenced memory section; built (scanned, neutralised) once per distinct input.
+
+        Scanning USER.md and MEMORY.md for injection markers costs tens of microseconds, and
+        the files change rarely: the block is remembered by the file texts it was built from
+        (the cached strings :meth:`read` serves) and the recalled context.
+        """
+        files = (
+            (self.read("USER.md"), self.read("MEMORY.md"))
+            if trust is Trust.OPERATOR
+            else (None, None)
+        )
+        key = (files, memory_context)
+        block = self._blocks.get(key)
+        if block is None:
+            block = self._build_memory_block(files, memory_context)
+            if len(self._blocks) >= _BLOCKS_KEPT:
+                self._blocks.clear()
+            self._blocks[key] = block
+        return block
+
+    def _build_memory_block(
+        self, files: tuple[str | None, str | None], memory_context: str | None
+    ) -> str:
         parts: list[str] = []
-        if trust is Trust.OPERATOR:
-            for template in ("USER.md", "MEMORY.md"):
-                text = (self.read(template) or "").strip()
-                if text:
-                    parts.append(text)
+        for text in files:
+            text = (text or "").strip()
+            if text:
+                parts.append(text)
         if memory_context and memory_context.strip():
             parts.append(f"## Recalled for this message\n{memory_context.strip()}")
         if not parts:

@@ -151,7 +151,7 @@ def survey(
         resolver = SecretResolver(environ=env, profile=config.core.fermix_core.profile, host=host)
     if auth_store is None:
         auth_store = AuthStore(FermixHome(config.path.parent).auth_file)
-    file_data = plain(config.document)
+    file_data = plain(config.source)
     slots = _key_slots(config, registry)
     specs = sorted(registry.typed(ProviderSpec).values(), key=lambda s: (s.order, s.name))
 

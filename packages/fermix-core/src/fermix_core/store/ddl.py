@@ -69,13 +69,12 @@ STATEMENTS: tuple[str, ...] = (
         "\tstarted_at FLOAT NOT NULL, \n"
         "\tfinished_at FLOAT, \n"
         "\tPRIMARY KEY (id), \n"
-        "\tCONSTRAINT ck_turns_status CHECK (status IN ('started', 'committed', 'stopped', 'failed', 'empty')), \n"
-        "\tCONSTRAINT ck_turns_speaker CHECK (speaker IN ('owner', 'guest', 'job', 'system')), \n"
+        "\tCONSTRAINT ck_turns_status CHECK (status = 'started' OR status = 'committed' OR status = 'stopped' OR status = 'failed' OR status = 'empty'), \n"
+        "\tCONSTRAINT ck_turns_speaker CHECK (speaker = 'owner' OR speaker = 'guest' OR speaker = 'job' OR speaker = 'system'), \n"
         "\tFOREIGN KEY(conversation_id) REFERENCES conversations (id)\n"
         ")\n"
         "\n"
     ),
-    ("CREATE INDEX IF NOT EXISTS ix_turns_conversation_id ON turns (conversation_id)"),
     (
         "\n"
         "CREATE TABLE IF NOT EXISTS messages (\n"
@@ -94,15 +93,14 @@ STATEMENTS: tuple[str, ...] = (
         "\tcreated_at FLOAT NOT NULL, \n"
         "\tPRIMARY KEY (id), \n"
         "\tCONSTRAINT uq_messages_conversation_seq UNIQUE (conversation_id, seq), \n"
-        "\tCONSTRAINT ck_messages_kind CHECK (kind IN ('message', 'summary', 'marker')), \n"
-        "\tCONSTRAINT ck_messages_role CHECK (role IN ('system', 'user', 'assistant', 'tool')), \n"
-        "\tCONSTRAINT ck_messages_speaker CHECK (speaker IN ('owner', 'guest', 'job', 'system')), \n"
+        "\tCONSTRAINT ck_messages_kind CHECK (kind = 'message' OR kind = 'summary' OR kind = 'marker'), \n"
+        "\tCONSTRAINT ck_messages_role CHECK (role = 'system' OR role = 'user' OR role = 'assistant' OR role = 'tool'), \n"
+        "\tCONSTRAINT ck_messages_speaker CHECK (speaker = 'owner' OR speaker = 'guest' OR speaker = 'job' OR speaker = 'system'), \n"
         "\tFOREIGN KEY(conversation_id) REFERENCES conversations (id), \n"
         "\tFOREIGN KEY(turn_id) REFERENCES turns (id)\n"
         ")\n"
         "\n"
     ),
-    ("CREATE INDEX IF NOT EXISTS ix_messages_turn_id ON messages (turn_id)"),
     (
         "CREATE INDEX IF NOT EXISTS ix_messages_window ON messages (conversation_id, anchor_seq, seq)"
     ),

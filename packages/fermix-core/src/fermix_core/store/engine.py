@@ -20,8 +20,7 @@ import logging
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from fermix_core.messages import Message, Usage
@@ -34,6 +33,7 @@ from fermix_core.store.records import (
     TurnHandle,
     TurnStart,
     TurnStateError,
+    stored_message,
 )
 from fermix_core.store.schema import ensure_schema, probe_version
 
@@ -53,6 +53,13 @@ def encode(message: Message) -> EncodedMessage:
 
 
 _SESSION_COUNTER = "session"
+#: Session numbers reserved per write to the counter: the counter's page is written once per
+#: this many turns instead of every turn. Numbers of a block a process never hands out are
+#: skipped for good (the numbers stay unique and increase within a process and across its
+#: restarts; they never were dense across processes sharing the file).
+SESSION_BLOCK = 100
+#: Open turns this connection remembers for a cheaper commit (beyond it, commits read the row).
+_OPEN_TURNS_MAX = 4096
 
 # The window: rows anchored at or after the window start, summaries aside, and of turns that
 # did not commit only the user message (and its stop marker).
@@ -78,12 +85,41 @@ _SELECT_STATE = (
     "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = conversations.id) "
     "FROM conversations WHERE id = ?"
 )
-# A turn's start touches the conversation and reads its state in one statement.
+# A turn's start touches the conversation and reads its state in one statement, and the
+# newest message id (the user message takes the next one, named in its turn's row at once).
 _TOUCH_STATE = (
     "UPDATE conversations SET updated_at = ? WHERE id = ? "
     "RETURNING window_start_seq, summary_message_id, "
-    "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = conversations.id)"
+    "(SELECT MAX(m.seq) FROM messages m WHERE m.conversation_id = conversations.id), "
+    "(SELECT MAX(id) FROM messages)"
 )
+_INSERT_TURN = (
+    "INSERT INTO turns (conversation_id, user_message_id, status, speaker, sender_id, "
+    "session_id, run_profile, model, provider, input_tokens, output_tokens, "
+    "cached_input_tokens, reasoning_tokens, started_at, finished_at) "
+    "VALUES (?, ?, 'started', ?, ?, ?, ?, NULL, NULL, 0, 0, 0, 0, ?, NULL)"
+)
+_INSERT_USER = (
+    "INSERT INTO messages (id, conversation_id, turn_id, seq, anchor_seq, kind, role, speaker, "
+    "sender_id, sender_name, body, text, created_at) "
+    "VALUES (?, ?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_REPLY = (
+    "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, speaker, "
+    "sender_id, body, text, created_at) VALUES (?, ?, ?, ?, 'message', ?, ?, NULL, ?, ?, ?)"
+)
+_FINISH_TURN = (
+    "UPDATE turns SET status = 'committed', model = ?, provider = ?, input_tokens = ?, "
+    "output_tokens = ?, cached_input_tokens = ?, reasoning_tokens = ?, finished_at = ? "
+    "WHERE id = ? AND status = 'started'"
+)
+_SELECT_TURN = (
+    "SELECT t.conversation_id, t.speaker, m.seq FROM turns t "
+    "LEFT JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?"
+)
+_SELECT_TOP = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?"
+#: SQLite's message for a ``seq`` already taken in the conversation.
+_SEQ_TAKEN = "UNIQUE constraint failed: messages.conversation_id, messages.seq"
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -129,9 +165,18 @@ class SyncStore:
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
+        #: The turn path's statements run on this one cursor (``conn.execute`` makes a new
+        #: cursor per statement); each is consumed at once, never iterated across another.
+        self._cur = conn.cursor()
         self.path = path
         self._parsed = _ParsedCache()
         self._windows = _WindowCache()
+        #: ``[next, last]`` session numbers reserved by this connection, not handed out yet.
+        self._sessions = [1, 0]
+        #: Turns this connection began and has not finished: ``turn id -> (conversation id,
+        #: speaker, anchor seq)``, facts a turn's row never changes, so a commit need not
+        #: read them back. Only turns whose start is known to have committed are kept.
+        self._open: dict[int, tuple[int, str, int]] = {}
 
     @classmethod
     def open(cls, path: Path) -> SyncStore:
@@ -142,55 +187,38 @@ class SyncStore:
 
     # ------------------------------------------------------------------ helpers
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; a savepoint inside a group commit's transaction."""
-        with write_transaction(self.conn) as conn:
-            yield conn
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """One snapshot for several SELECTs, so another process's commit cannot split them."""
-        with read_transaction(self.conn) as conn:
-            yield conn
-
     def forget_parsed(self) -> None:
-        """Drop cached parses and windows: a rolled-back group commit may have let a read
-        see its rows."""
+        """Drop cached parses and windows, reserved session numbers and open turns: a
+        rolled-back group commit may have let a read see its rows, and what it reserved
+        or began did not land."""
         self._parsed = _ParsedCache()
         self._windows = _WindowCache()
+        self._sessions = [1, 0]
+        self._open.clear()
 
-    @contextmanager
-    def _changing(self, conversation_id: int) -> Iterator[None]:
-        """Around a write to *conversation_id*: if it fails (even at ``COMMIT``), its
-        cached window is dropped, so no row that did not land can stay cached."""
-        try:
-            yield
-        except BaseException:
-            self._windows.drop(conversation_id)
-            raise
-
-    def _state(
-        self, conversation_id: int, touch: float | None = None
-    ) -> tuple[int, int | None, int]:
-        """(window start, summary id, newest seq or 0) of the conversation, or StoreError;
-        *touch* also sets its ``updated_at`` (inside a write transaction)."""
-        if touch is None:
-            row = self.conn.execute(_SELECT_STATE, (conversation_id,)).fetchone()
-        else:
-            rows = self.conn.execute(_TOUCH_STATE, (touch, conversation_id)).fetchall()
-            row = rows[0] if rows else None
+    def _state(self, conversation_id: int) -> tuple[int, int | None, int]:
+        """(window start, summary id, newest seq or 0) of the conversation, or StoreError."""
+        row = self.conn.execute(_SELECT_STATE, (conversation_id,)).fetchone()
         if row is None:
-            raise StoreError(
-                f"unknown conversation id {conversation_id}; get ids from conversation_id(key)"
-            )
+            raise _unknown_conversation(conversation_id)
         return int(row[0]), row[1], int(row[2] or 0)
 
-    def _window(self, conversation_id: int, touch: float | None = None) -> _Window:
-        """The conversation's window: the cached one while its state is unchanged (one
-        small statement), else read and decoded again. Inside a transaction; *touch* as
-        for :meth:`_state`."""
-        state = self._state(conversation_id, touch)
+    def _touch(self, conversation_id: int, now: float) -> tuple[tuple[int, int | None, int], int]:
+        """Set the conversation's ``updated_at`` (inside a write transaction) and return its
+        state as :meth:`_state` does, with the newest message id of the file (or 0)."""
+        rows = self._cur.execute(_TOUCH_STATE, (now, conversation_id)).fetchall()
+        if not rows:
+            raise _unknown_conversation(conversation_id)
+        row = rows[0]
+        return (int(row[0]), row[1], int(row[2] or 0)), int(row[3] or 0)
+
+    def _window(
+        self, conversation_id: int, state: tuple[int, int | None, int] | None = None
+    ) -> _Window:
+        """The conversation's window: the cached one while its *state* (read here when not
+        given) is unchanged, else read and decoded again. Inside a transaction."""
+        if state is None:
+            state = self._state(conversation_id)
         window = self._windows.get(conversation_id, state)
         if window is not None:
             return window
@@ -239,9 +267,7 @@ class SyncStore:
             (conversation_id,),
         ).fetchone()
         if row is None:
-            raise StoreError(
-                f"unknown conversation id {conversation_id}; get ids from conversation_id(key)"
-            )
+            raise _unknown_conversation(conversation_id)
         return int(row[0]), row[1]
 
     # ------------------------------------------------------------------ conversations
@@ -265,12 +291,12 @@ class SyncStore:
     def load_window(
         self, conversation_id: int, speakers: frozenset[str] | None = None
     ) -> list[StoredMessage]:
-        with self._read():
+        with read_transaction(self.conn):
             return self._window(conversation_id).view(speakers)
 
     def clear_window(self, conversation_id: int) -> None:
         self._windows.drop(conversation_id)
-        with self._write() as conn:
+        with write_transaction(self.conn) as conn:
             self._conversation(conversation_id)
             conn.execute(
                 "UPDATE conversations SET window_start_seq = ?, summary_message_id = NULL, "
@@ -287,7 +313,7 @@ class SyncStore:
     ) -> int:
         role, body, text = encode(summary)
         self._windows.drop(conversation_id)
-        with self._write() as conn:
+        with write_transaction(self.conn) as conn:
             start, _ = self._conversation(conversation_id)
             rows = conn.execute(_SELECT_WINDOW_POSITIONS, (conversation_id, start)).fetchall()
             seq = self._next_seq(conversation_id)
@@ -330,17 +356,29 @@ class SyncStore:
         sender_name: str | None = None,
     ) -> TurnHandle:
         encoded = encode(user)
-        with self._changing(conversation_id), self._write():
-            return self._begin(
-                conversation_id,
-                user,
-                encoded,
-                speaker=speaker,
-                sender_id=sender_id,
-                session_id=session_id,
-                run_profile=run_profile,
-                sender_name=sender_name,
-            )
+        conn = self.conn
+        try:
+            with write_transaction(conn):
+                now = time.time()
+                state, newest_id = self._touch(conversation_id, now)
+                handle, opened = self._begin(
+                    conversation_id,
+                    user,
+                    encoded,
+                    state[2],
+                    newest_id,
+                    now,
+                    speaker=speaker,
+                    sender_id=sender_id,
+                    session_id=session_id,
+                    run_profile=run_profile,
+                    sender_name=sender_name,
+                )
+        except BaseException:
+            self._windows.drop(conversation_id)
+            raise
+        self._opened(handle.turn_id, opened)
+        return handle
 
     def start_turn(
         self,
@@ -354,24 +392,45 @@ class SyncStore:
         sender_name: str | None = None,
         session_prefix: str = "main-",
     ) -> TurnStart:
-        """``load_window`` + ``next_session_number`` + ``begin_turn`` in one transaction."""
+        """``load_window`` + ``next_session_number`` + ``begin_turn`` in one transaction.
+
+        Six statements: ``BEGIN IMMEDIATE``; one ``UPDATE … RETURNING`` that checks the
+        conversation, sets its ``updated_at`` (the user message's time, the one write of it
+        per turn) and reads the state the cached window is checked against; the turn's row,
+        naming its user message's id in advance (the next one: the write lock is held);
+        the user message; ``COMMIT``. The session counter is written once per
+        :data:`SESSION_BLOCK` turns.
+        """
         encoded = encode(user)
-        with self._changing(conversation_id), self._write():
-            # Checks the conversation and sets its updated_at (the user message's time).
-            current = self._window(conversation_id, touch=time.time())
-            window = current.view(speakers)
-            session_id = f"{session_prefix}{self.next_session_number()}"
-            handle = self._begin(
-                conversation_id,
-                user,
-                encoded,
-                speaker=speaker,
-                sender_id=sender_id,
-                session_id=session_id,
-                run_profile=run_profile,
-                sender_name=sender_name,
-                top=current.top,
-            )
+        conn = self.conn
+        sessions = self._sessions
+        reserved = sessions[0] > sessions[1]
+        try:
+            with write_transaction(conn):
+                now = time.time()
+                state, newest_id = self._touch(conversation_id, now)
+                current = self._window(conversation_id, state)
+                window = current.view(speakers)
+                session_id = f"{session_prefix}{self._session_number()}"
+                handle, opened = self._begin(
+                    conversation_id,
+                    user,
+                    encoded,
+                    current.top,
+                    newest_id,
+                    now,
+                    speaker=speaker,
+                    sender_id=sender_id,
+                    session_id=session_id,
+                    run_profile=run_profile,
+                    sender_name=sender_name,
+                )
+        except BaseException:
+            self._windows.drop(conversation_id)
+            if reserved:
+                self._sessions = [1, 0]  # the block it reserved may not have landed
+            raise
+        self._opened(handle.turn_id, opened)
         return TurnStart(window, session_id, handle)
 
     def _begin(
@@ -379,75 +438,66 @@ class SyncStore:
         conversation_id: int,
         user: Message,
         encoded: EncodedMessage,
+        top: int,
+        newest_id: int,
+        now: float,
         *,
         speaker: str,
         sender_id: str | None,
         session_id: str,
         run_profile: str,
         sender_name: str | None,
-        top: int | None = None,
-    ) -> TurnHandle:
-        """Insert the turn and its user message; *top* is the conversation's newest seq
-        when the caller already read it in this transaction (which also checked the id and
-        set the conversation's ``updated_at``)."""
+    ) -> tuple[TurnHandle, tuple[int, str, int]]:
+        """Insert the turn and its user message, inside the caller's write transaction,
+        which read *top* (the conversation's newest seq) and *newest_id* (the file's newest
+        message id) and already checked the conversation and set its ``updated_at``."""
         role, body, text = encoded
-        conn = self.conn
-        touched = top is not None
-        if top is None:
-            self._conversation(conversation_id)
-            top = self._next_seq(conversation_id) - 1
-        now = time.time()
+        cur = self._cur
         seq = top + 1
-        turn_id = int(
-            conn.execute(
-                "INSERT INTO turns (conversation_id, user_message_id, status, speaker, "
-                "sender_id, session_id, run_profile, model, provider, input_tokens, "
-                "output_tokens, cached_input_tokens, reasoning_tokens, started_at, "
-                "finished_at) VALUES (?, NULL, 'started', ?, ?, ?, ?, NULL, NULL, "
-                "0, 0, 0, 0, ?, NULL)",
-                (conversation_id, speaker, sender_id, session_id, run_profile, now),
-            ).lastrowid
+        message_id = newest_id + 1
+        turn_id = cur.execute(
+            _INSERT_TURN,
+            (conversation_id, message_id, speaker, sender_id, session_id, run_profile, now),
+        ).lastrowid
+        cur.execute(
+            _INSERT_USER,
+            (
+                message_id,
+                conversation_id,
+                turn_id,
+                seq,
+                seq,
+                role,
+                speaker,
+                sender_id,
+                sender_name,
+                body,
+                text,
+                now,
+            ),
         )
-        message_id = int(
-            conn.execute(
-                "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
-                "role, speaker, sender_id, sender_name, body, text, created_at) "
-                "VALUES (?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    conversation_id,
-                    turn_id,
-                    seq,
-                    seq,
-                    role,
-                    speaker,
-                    sender_id,
-                    sender_name,
-                    body,
-                    text,
-                    now,
-                ),
-            ).lastrowid
-        )
-        conn.execute("UPDATE turns SET user_message_id = ? WHERE id = ?", (message_id, turn_id))
-        if not touched:
-            conn.execute(
-                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
-            )
-        stored = StoredMessage(
-            id=message_id,
-            conversation_id=conversation_id,
-            turn_id=turn_id,
-            seq=seq,
-            kind="message",
-            speaker=speaker,  # type: ignore[arg-type]
-            message=user,
-            created_at=now,
-            sender_id=sender_id,
-            sender_name=sender_name,
-            turn_speaker=speaker,  # type: ignore[arg-type]
+        stored = stored_message(
+            message_id,
+            conversation_id,
+            turn_id,
+            seq,
+            "message",
+            speaker,
+            user,
+            now,
+            sender_id,
+            sender_name,
+            speaker,
         )
         self._remember(conversation_id, top, [(seq, stored)])
-        return TurnHandle(turn_id, conversation_id, message_id)
+        return TurnHandle(turn_id, conversation_id, message_id), (conversation_id, speaker, seq)
+
+    def _opened(self, turn_id: int, facts: tuple[int, str, int]) -> None:
+        """Remember a turn whose start just landed (committed, or released into a group
+        commit's transaction, which :meth:`forget_parsed` answers for if it is lost)."""
+        if len(self._open) >= _OPEN_TURNS_MAX:
+            self._open.clear()  # turns begun and never finished here: commits read the row
+        self._open[turn_id] = facts
 
     def commit_turn(
         self,
@@ -458,52 +508,24 @@ class SyncStore:
         model: str | None,
         provider: str | None,
     ) -> list[int]:
+        """The reply's rows and the status flip, in one transaction.
+
+        For a turn this connection began, four statements: ``BEGIN IMMEDIATE``, the flip
+        (``… WHERE status = 'started'``: a stopped or finished turn changes nothing, and the
+        whole transaction is given up), one ``INSERT`` per message, ``COMMIT``. The first
+        row takes the seq after the cached window's newest; the unique ``(conversation_id,
+        seq)`` constraint proves that right, and if another writer took it, the newest seq
+        is read and the rows go after it. Otherwise the turn and the newest seq are read.
+        """
         encoded = [encode(m) for m in messages]
-        touched: list[int] = []
+        conn = self.conn
+        facts = self._open.get(turn_id)
+        touched: int | None = None if facts is None else facts[0]
         try:
-            with self._write() as conn:
-                row = conn.execute(
-                    "SELECT t.conversation_id, t.status, t.speaker, m.seq, "
-                    "(SELECT MAX(n.seq) FROM messages n WHERE n.conversation_id = "
-                    "t.conversation_id) FROM turns t "
-                    "LEFT JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?",
-                    (turn_id,),
-                ).fetchone()
-                if row is None:
-                    raise TurnStateError(f"no turn {turn_id}; commit the id begin_turn returned")
-                conversation_id, status, speaker, anchor, top = row
-                if status != "started":
-                    raise TurnStateError(
-                        f"turn {turn_id} is already {status}, so nothing was committed; a "
-                        "stopped or finished turn cannot take a reply"
-                    )
-                touched.append(conversation_id)
-                seq = int(top or 0) + 1
+            with write_transaction(conn):
                 now = time.time()
-                ids: list[int] = []
-                for offset, (role, body, text) in enumerate(encoded):
-                    cursor = conn.execute(
-                        "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, "
-                        "role, speaker, sender_id, body, text, created_at) "
-                        "VALUES (?, ?, ?, ?, 'message', ?, ?, NULL, ?, ?, ?)",
-                        (
-                            conversation_id,
-                            turn_id,
-                            seq + offset,
-                            anchor,
-                            role,
-                            speaker,
-                            body,
-                            text,
-                            now,
-                        ),
-                    )
-                    ids.append(int(cursor.lastrowid))
-                self._after_insert(ids)
-                conn.execute(
-                    "UPDATE turns SET status = 'committed', model = ?, provider = ?, "
-                    "input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, "
-                    "reasoning_tokens = ?, finished_at = ? WHERE id = ?",
+                flipped = self._cur.execute(
+                    _FINISH_TURN,
                     (
                         model,
                         provider,
@@ -514,39 +536,109 @@ class SyncStore:
                         now,
                         turn_id,
                     ),
+                ).rowcount
+                if not flipped:
+                    raise self._not_open(turn_id)
+                if facts is None:
+                    facts = self._read_turn(turn_id)
+                    touched = facts[0]
+                conversation_id, speaker, anchor = facts
+                window = self._windows.peek(conversation_id)
+                top = window.top if window is not None else None
+                ids = self._insert_reply(
+                    conversation_id, turn_id, speaker, anchor, top, encoded, now
                 )
-                conn.execute(
-                    "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
-                )
+                top = ids[0][1] - 1
+                self._after_insert([message_id for message_id, _ in ids])
                 added = [
                     (
                         anchor,
-                        StoredMessage(
-                            id=message_id,
-                            conversation_id=conversation_id,
-                            turn_id=turn_id,
-                            seq=seq + offset,
-                            kind="message",
-                            speaker=speaker,
-                            message=message,
-                            created_at=now,
-                            turn_speaker=speaker,
+                        stored_message(
+                            message_id,
+                            conversation_id,
+                            turn_id,
+                            seq,
+                            "message",
+                            speaker,
+                            message,
+                            now,
+                            None,
+                            None,
+                            speaker,
                         ),
                     )
-                    for offset, (message_id, message) in enumerate(zip(ids, messages, strict=True))
+                    for (message_id, seq), message in zip(ids, messages, strict=True)
                 ]
-                self._remember(conversation_id, seq - 1, added)
+                self._remember(conversation_id, top, added)
         except BaseException:
-            for conversation_id in touched:
-                self._windows.drop(conversation_id)
+            if touched is not None:
+                self._windows.drop(touched)
             raise
+        self._open.pop(turn_id, None)
+        return [message_id for message_id, _ in ids]
+
+    def _insert_reply(
+        self,
+        conversation_id: int,
+        turn_id: int,
+        speaker: str,
+        anchor: int,
+        top: int | None,
+        encoded: list[EncodedMessage],
+        now: float,
+    ) -> list[tuple[int, int]]:
+        """Insert a reply's rows after the conversation's newest seq (*top* when the cached
+        window knows it, proved by the unique constraint); their ``(id, seq)``."""
+        cur = self._cur
+        if top is None:
+            top = int(cur.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
+        role, body, text = encoded[0]
+        first = (conversation_id, turn_id, top + 1, anchor, role, speaker, body, text, now)
+        try:
+            first_id = cur.execute(_INSERT_REPLY, first).lastrowid
+        except sqlite3.IntegrityError as exc:
+            if str(exc) != _SEQ_TAKEN:
+                raise
+            # Another writer appended since the window was cached; the failed INSERT
+            # changed nothing (the transaction goes on). The rows go after the newest.
+            self._windows.drop(conversation_id)
+            top = int(cur.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
+            first = (conversation_id, turn_id, top + 1, anchor, role, speaker, body, text, now)
+            first_id = cur.execute(_INSERT_REPLY, first).lastrowid
+        ids = [(first_id, top + 1)]
+        for offset, (role, body, text) in enumerate(encoded[1:], start=2):
+            row = (conversation_id, turn_id, top + offset, anchor, role, speaker, body, text, now)
+            ids.append((cur.execute(_INSERT_REPLY, row).lastrowid, top + offset))
         return ids
+
+    def _read_turn(self, turn_id: int) -> tuple[int, str, int]:
+        """``(conversation id, speaker, anchor seq)`` of a turn begun elsewhere."""
+        row = self.conn.execute(_SELECT_TURN, (turn_id,)).fetchone()
+        if row[2] is None:
+            raise StoreCorruptError(
+                f"turn {turn_id} has no user message row, so its reply has no place in the "
+                "window; nothing was committed (restore memory.db from a backup if rows are "
+                "missing)"
+            )
+        return int(row[0]), str(row[1]), int(row[2])
+
+    def _not_open(self, turn_id: int) -> TurnStateError:
+        """Why a commit's status flip changed nothing: no such turn, or it is finished."""
+        self._open.pop(turn_id, None)
+        row = self.conn.execute("SELECT status FROM turns WHERE id = ?", (turn_id,)).fetchone()
+        if row is None:
+            return TurnStateError(f"no turn {turn_id}; commit the id begin_turn returned")
+        return TurnStateError(
+            f"turn {turn_id} is already {row[0]}, so nothing was committed; a "
+            "stopped or finished turn cannot take a reply"
+        )
 
     def _after_insert(self, ids: list[int]) -> None:
         """Seam between a commit's inserts and its status flip (fault-injection tests)."""
 
     def abandon_turn(self, turn_id: int, status: str) -> bool:
         conn = self.conn
+        self._open.pop(turn_id, None)
         changed = conn.execute(
             "UPDATE turns SET status = ?, finished_at = ? WHERE id = ? AND status = 'started'",
             (status, time.time(), turn_id),
@@ -564,7 +656,7 @@ class SyncStore:
     def append_marker(self, conversation_id: int, marker: Message) -> bool:
         role, body, text = encode(marker)
         self._windows.drop(conversation_id)
-        with self._write() as conn:
+        with write_transaction(self.conn) as conn:
             self._conversation(conversation_id)
             last = conn.execute(
                 "SELECT m.role, m.turn_id, m.anchor_seq, t.status FROM messages m "
@@ -604,15 +696,43 @@ class SyncStore:
         return True
 
     def next_session_number(self) -> int:
-        rows = self.conn.execute(
-            "INSERT INTO counters (name, value) VALUES (?, 1) "
-            "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
-            (_SESSION_COUNTER,),
-        ).fetchall()
-        return int(rows[0][0])
+        reserved = self._sessions[0] > self._sessions[1]
+        try:
+            return self._session_number()
+        except BaseException:
+            if reserved:
+                self._sessions = [1, 0]
+            raise
+
+    def _session_number(self) -> int:
+        """A number never handed out before in this database, from this connection's block
+        (reserving the next :data:`SESSION_BLOCK` when it is used up).
+
+        The reservation is a write in the caller's transaction: whoever calls this must
+        drop the block (``self._sessions = [1, 0]``) if that transaction may not land.
+        """
+        sessions = self._sessions
+        if sessions[0] > sessions[1]:
+            rows = self._cur.execute(
+                "INSERT INTO counters (name, value) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value "
+                "RETURNING value",
+                (_SESSION_COUNTER, SESSION_BLOCK),
+            ).fetchall()
+            last = int(rows[0][0])
+            sessions[0], sessions[1] = last - SESSION_BLOCK + 1, last
+        number = sessions[0]
+        sessions[0] += 1
+        return number
 
 
 _warned_rows: set[tuple[str, int]] = set()
+
+
+def _unknown_conversation(conversation_id: int) -> StoreError:
+    return StoreError(
+        f"unknown conversation id {conversation_id}; get ids from conversation_id(key)"
+    )
 
 
 class _ParsedCache:
@@ -760,18 +880,18 @@ def _decode(conversation_id: int, row: tuple, cache: _ParsedCache) -> StoredMess
         if message is None:
             return None
         cache.put(message_id, message, len(body))
-    return StoredMessage(
-        id=message_id,
-        conversation_id=conversation_id,
-        turn_id=turn_id,
-        seq=seq,
-        kind=kind,
-        speaker=speaker,
-        message=message,
-        created_at=created_at,
-        sender_id=sender_id,
-        sender_name=name,
-        turn_speaker=owner,
+    return stored_message(
+        message_id,
+        conversation_id,
+        turn_id,
+        seq,
+        kind,
+        speaker,
+        message,
+        created_at,
+        sender_id,
+        name,
+        owner,
     )
 
 

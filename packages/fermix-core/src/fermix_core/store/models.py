@@ -20,6 +20,8 @@ from sqlalchemy import CheckConstraint, Index, UniqueConstraint
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+from fermix_core.store.schema import KINDS, ROLES, SPEAKERS, STATUSES, one_of_sql
+
 __all__ = [
     "ConversationRow",
     "CounterRow",
@@ -34,14 +36,10 @@ store_registry = registry()
 
 
 def _one_of(column: str, values: tuple[str, ...], name: str) -> CheckConstraint:
-    allowed = ", ".join(f"'{v}'" for v in values)
-    return CheckConstraint(f"{column} IN ({allowed})", name=name)
-
-
-_KINDS = ("message", "summary", "marker")
-_SPEAKERS = ("owner", "guest", "job", "system")
-_ROLES = ("system", "user", "assistant", "tool")
-_STATUSES = ("started", "committed", "stopped", "failed", "empty")
+    # ``=`` comparisons joined by OR, not ``IN (...)``: SQLite evaluates an IN list of three
+    # or more values by building a temporary index for every statement that checks it
+    # (~2 µs each; a turn's writes checked nine of them).
+    return CheckConstraint(one_of_sql(column, values), name=name)
 
 
 class StoreModel(SQLModel, registry=store_registry):
@@ -88,12 +86,14 @@ class TurnRow(StoreModel, table=True):
 
     __tablename__ = "turns"
     __table_args__ = (
-        _one_of("status", _STATUSES, "ck_turns_status"),
-        _one_of("speaker", _SPEAKERS, "ck_turns_speaker"),
+        _one_of("status", STATUSES, "ck_turns_status"),
+        _one_of("speaker", SPEAKERS, "ck_turns_speaker"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
-    conversation_id: int = Field(foreign_key="conversations.id", index=True)
+    #: Not indexed: no query selects turns by conversation, and rows are never deleted (an
+    #: index would cost every turn's ``COMMIT`` a page).
+    conversation_id: int = Field(foreign_key="conversations.id")
     #: Not a foreign key: the user message row points back at this turn, and a cycle of
     #: foreign keys would make inserting either row first impossible.
     user_message_id: int | None = None
@@ -126,14 +126,15 @@ class MessageRow(StoreModel, table=True):
     __table_args__ = (
         UniqueConstraint("conversation_id", "seq", name="uq_messages_conversation_seq"),
         Index("ix_messages_window", "conversation_id", "anchor_seq", "seq"),
-        _one_of("kind", _KINDS, "ck_messages_kind"),
-        _one_of("role", _ROLES, "ck_messages_role"),
-        _one_of("speaker", _SPEAKERS, "ck_messages_speaker"),
+        _one_of("kind", KINDS, "ck_messages_kind"),
+        _one_of("role", ROLES, "ck_messages_role"),
+        _one_of("speaker", SPEAKERS, "ck_messages_speaker"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
     conversation_id: int = Field(foreign_key="conversations.id")
-    turn_id: int | None = Field(default=None, foreign_key="turns.id", index=True)
+    #: Not indexed, like ``turns.conversation_id``: no query selects rows by turn.
+    turn_id: int | None = Field(default=None, foreign_key="turns.id")
     seq: int
     anchor_seq: int
     kind: str

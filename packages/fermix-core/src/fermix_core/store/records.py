@@ -6,7 +6,7 @@ types without importing anything that touches a database.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal, get_args
 
 from fermix_core.messages import Message
@@ -96,6 +96,60 @@ class StoredMessage:
     sender_id: str | None = None
     sender_name: str | None = None
     turn_speaker: StoredSpeaker | None = None
+
+
+_FIELDS = tuple(f.name for f in fields(StoredMessage))
+if StoredMessage.__slots__ != _FIELDS:  # pragma: no cover - guards stored_message below
+    raise RuntimeError(f"StoredMessage slots {StoredMessage.__slots__} != fields {_FIELDS}")
+(
+    _set_id,
+    _set_conversation_id,
+    _set_turn_id,
+    _set_seq,
+    _set_kind,
+    _set_speaker,
+    _set_message,
+    _set_created_at,
+    _set_sender_id,
+    _set_sender_name,
+    _set_turn_speaker,
+) = (getattr(StoredMessage, name).__set__ for name in _FIELDS)
+
+
+def stored_message(
+    id: int,
+    conversation_id: int,
+    turn_id: int | None,
+    seq: int,
+    kind: str,
+    speaker: str,
+    message: Message,
+    created_at: float,
+    sender_id: str | None = None,
+    sender_name: str | None = None,
+    turn_speaker: str | None = None,
+    _new: object = object.__new__,
+) -> StoredMessage:
+    """``StoredMessage(...)`` for the store's own rows, at half the cost.
+
+    A frozen dataclass's ``__init__`` sets each of its eleven fields through
+    ``object.__setattr__``; this sets the slots directly (the store builds one per row it
+    writes and per row of a window it reads). The result is the same frozen object, equal
+    and printing the same (a test compares them field by field).
+    """
+    row = _new(StoredMessage)  # type: ignore[operator]
+    _set_id(row, id)
+    _set_conversation_id(row, conversation_id)
+    _set_turn_id(row, turn_id)
+    _set_seq(row, seq)
+    _set_kind(row, kind)
+    _set_speaker(row, speaker)
+    _set_message(row, message)
+    _set_created_at(row, created_at)
+    _set_sender_id(row, sender_id)
+    _set_sender_name(row, sender_name)
+    _set_turn_speaker(row, turn_speaker)
+    return row
 
 
 @dataclass(frozen=True, slots=True)

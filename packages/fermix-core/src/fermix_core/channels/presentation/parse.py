@@ -223,12 +223,52 @@ class _Walker:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+#: A line markdown-it would take as nothing but paragraph text: no character that opens
+#: inline syntax (escapes, code, emphasis, strikethrough, links and images, autolinks and
+#: HTML, entities), no control character or tab, none that starts a block (headings,
+#: quotes, lists, rules, fences, tables, indented code) at its start, no space at its ends.
+_PLAIN_LINE = re.compile(
+    r"[^\s\\`*_~\[\]<>&|#=+\-\x00-\x1f\x7f]"  # the first character
+    r"(?:[^\\`*_~\[\]<>&|\x00-\x1f\x7f]*[^\s\\`*_~\[\]<>&|\x00-\x1f\x7f])?"
+)
+_ORDERED_MARKER = re.compile(r"[0-9]{1,9}[.)]")
+
+
+def _plain_paragraph(markdown: str) -> list[Block] | None:
+    """The blocks of a reply that is one paragraph of plain lines (most short chat replies),
+    built without the parser — exactly what it would give — or ``None`` for anything else."""
+    if len(markdown) > 2000:
+        return None
+    lines = markdown.split("\n")
+    spans: list[Span] = []
+    for n, line in enumerate(lines):
+        if _PLAIN_LINE.fullmatch(line) is None or (
+            line[0].isdigit() and _ORDERED_MARKER.match(line)
+        ):
+            return None
+        if n:
+            spans.append(_BREAK)
+        spans.append(Span(SpanKind.TEXT, line))
+    return [Block(BlockKind.PARAGRAPH, spans=tuple(spans), line=0, end=len(lines), cut=True)]
+
+
+_BREAK = Span(SpanKind.BREAK)
+
+
 def parse(markdown: str) -> list[Block]:
     """Parse *markdown* into leaf blocks. Never raises on text input.
 
     A lone surrogate becomes U+FFFD one for one, so source offsets stay valid.
     """
     markdown = _SURROGATE.sub("\ufffd", markdown)
+    plain = _plain_paragraph(markdown)
+    if plain is not None:
+        return plain
+    return _parse(markdown)
+
+
+def _parse(markdown: str) -> list[Block]:
+    """:func:`parse` through markdown-it, always (the plain-paragraph shortcut's reference)."""
     tokens = _parser().parse(markdown)
     if any(tok.level >= MAX_NESTING - 1 for tok in tokens):
         return _as_text(markdown)
