@@ -421,12 +421,7 @@ class Tracer:
 
     def record(self, type: str, *, session_id: str | None = None, **fields: Any) -> None:
         """Append one record of *type*; never raises."""
-        try:
-            now = time.time()
-            line = self._line(type, now, session_id, fields)
-            self._append(type, now, line)
-        except Exception as exc:
-            self._failed(type, exc)
+        self.record_fields(type, fields, session_id=session_id)
 
     def record_fields(
         self, type: str, fields: Mapping[str, Any], *, session_id: str | None = None
