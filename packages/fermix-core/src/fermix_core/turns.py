@@ -519,7 +519,7 @@ class TurnRunner:
 
     def _trace(self, type: str, session_id: str, **fields: Any) -> None:
         if self.tracer is not None:
-            self.tracer.record(type, session_id=session_id, **fields)
+            self.tracer.record_fields(type, fields, session_id=session_id)
 
     async def _send(self, job: TurnJob, text: str) -> None:
         if not text:
