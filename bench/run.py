@@ -45,21 +45,42 @@ BENCHMARKS = [
 ]
 
 
+def speed_probe_ms() -> float:
+    """CPU milliseconds of a fixed pure-Python loop (best of three).
+
+    The shared VM's speed drifts by a third from one minute to the next (the same loop took
+    470-650 ms within ten minutes, at the same load average), and CPU time per turn follows
+    it. Recorded before and after every benchmark, it tells a slow machine from slow code.
+    """
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        total = 0
+        for i in range(1_000_000):
+            total += i * i
+        best = min(best, time.process_time() - started)
+    return round(best * 1000, 1)
+
+
 def main(argv: list[str]) -> int:
     names = argv or BENCHMARKS
     RESULTS.mkdir(exist_ok=True)
     sys.path.insert(0, str(HERE))
     for name in names:
         module = importlib.import_module(f"bench_{name}")
+        probe_before = speed_probe_ms()
         started = time.perf_counter()
         result = module.run()
+        elapsed = time.perf_counter() - started
+        probe_after = speed_probe_ms()
         result["benchmark"] = name
         result["machine"] = {
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": __import__("os").cpu_count(),
+            "speed_probe_ms": {"before": probe_before, "after": probe_after},
         }
-        result["wall_seconds"] = round(time.perf_counter() - started, 3)
+        result["wall_seconds"] = round(elapsed, 3)
         out = RESULTS / f"{name}.json"
         out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result, indent=2))
