@@ -475,6 +475,11 @@ class SqliteWorker:
 
         if self._quickly(attempt):
             return outcome[0]
+        return self._waiting(run)
+
+    def _waiting(self, run: Callable[[], Any]) -> Any:
+        """*run* once with the component's busy timeout (the last try of a locked file)."""
+        conn = self.conn
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
         try:
             return run()
@@ -486,11 +491,7 @@ class SqliteWorker:
         call.run()
         if self._found_locked(call) and not self._quickly(lambda: self._past_lock(call)):
             # Still locked, and nothing ran: once more, waiting this time.
-            self.conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-            try:
-                call.run()
-            finally:
-                self.conn.execute("PRAGMA busy_timeout = 0")
+            self._waiting(call.run)
         if self.on_commit is not None and call.fn not in self.read_only:
             self.on_commit()
 
