@@ -128,7 +128,15 @@ def coerce_parts(value: Any) -> Any:
     strings into :class:`TextPart` here keeps that convenience out of every call site.
     Anything else is passed on for pydantic to reject with its usual message.
     """
-    if value is None:
+    if type(value) is list:
+        # The common case (constructors and the store hand over lists of parts): kept as
+        # it is unless it holds a string to wrap or drop.
+        for item in value:
+            if isinstance(item, str):
+                break
+        else:
+            return value
+    elif value is None:
         return []
     if isinstance(value, str):
         return [TextPart(text=value)] if value else []
@@ -236,8 +244,13 @@ class Message(BaseModel):
     def _coerce_content(cls, value: Any) -> Any:
         return coerce_parts(value)
 
-    @model_validator(mode="after")
-    def _role_shape(self) -> Message:
+    def model_post_init(self, context: Any, /) -> None:
+        """The role decides the shape (see the class docstring); checked once, when built.
+
+        A post-init hook, not an ``after`` model validator: pydantic runs those again on
+        every already-built message a container validates (each request's whole history),
+        while this runs only when a message is made (constructed, or read from JSON).
+        """
         if self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool_calls, not {self.role!r} ones")
         if self.role == "tool":
@@ -251,7 +264,6 @@ class Message(BaseModel):
             raise ValueError(f"only tool messages carry tool_result, not {self.role!r} ones")
         if self.role == "system" and any(isinstance(p, ImagePart) for p in self.content):
             raise ValueError("a system message is text only; send images in a user message")
-        return self
 
     # ------------------------------------------------------------------ constructors
 

@@ -163,6 +163,8 @@ class TurnRunner:
         self._post_reply_idle.set()
         self._workspace_of: tuple[Any, Path] | None = None
         self._skills_sections: dict[Trust, tuple[Any, str]] = {}
+        #: The system message last sent per trust, with the prompt text it holds.
+        self._system_messages: dict[Trust, tuple[str, Message]] = {}
 
     # ------------------------------------------------------------------ TurnExecutor
 
@@ -327,6 +329,11 @@ class TurnRunner:
             from fermix_core.agent.delegation import ULTRA_ADDENDUM
 
             system = f"{system}\n\n{ULTRA_ADDENDUM}"
+        cached = self._system_messages.get(job.trust)
+        if cached is None or cached[0] is not system:
+            # The composer hands back the very same string while nothing in the prompt
+            # changed; the (frozen) message built from it is then reused as well.
+            cached = self._system_messages[job.trust] = (system, Message.system(system))
         ctx = ToolContext(
             trust=job.trust,
             cwd=job.cwd or self._workspace(),
@@ -356,7 +363,7 @@ class TurnRunner:
         stream = self._stream_for(job, session_id)
         try:
             result: LoopResult = await self._run_loop(
-                loop, [Message.system(system), *view.history, view.user], ctx, job, stream
+                loop, [cached[1], *view.history, view.user], ctx, job, stream
             )
         except ProviderError as exc:
             from fermix_core.routing.messages import user_message as friendly

@@ -341,3 +341,37 @@ def test_remembered_sections_follow_the_agent_name_and_the_files(tmp_path: Path)
     prompt_files_written()
     prompt = compose(composer)
     assert "\n\nSOUL-FROM-FILE\n\n" in prompt and "# Soul" not in prompt
+
+
+def test_an_unchanged_prompt_is_the_same_string_and_any_change_rebuilds_it(
+    home: FermixHome,
+) -> None:
+    """Equal inputs hand back the prompt already built (the turn reuses its system message
+    by that identity); every input that differs, a file edit included, builds a new one."""
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    first = compose(composer)
+    assert compose(composer) is first
+    assert compose(composer, today=date(2025, 3, 2)) is not first
+    assert "Today is 2025-03-02" in compose(composer, today=date(2025, 3, 2))
+    assert "2025-03-01" in compose(composer)
+    changed = {
+        "capabilities_catalog": CATALOG + "\n- write_file: write a file",
+        "plugins_section": "",
+        "skills_section": SKILLS + "\n- another",
+        "memory_context": "RECALLED: something else",
+        "timezone": "Europe/Paris",
+        "shared_note": "Several people talk here.",
+    }
+    for name, value in changed.items():
+        prompt = compose(composer, **{name: value})
+        assert prompt != first, name
+        assert compose(composer) == first, name
+    again = compose(composer)
+    guest = compose(composer, trust="guest")
+    assert "USER-PROFILE" not in guest and compose(composer, trust="guest") is guest
+    assert compose(composer, trust="operator") is again, "one prompt kept per trust"
+    write(home, "bootstrap/main/SOUL.md", "SOUL-EDITED")
+    clock.now += RECHECK_SECONDS
+    edited = compose(composer)
+    assert "SOUL-EDITED" in edited and "SOUL-TEXT" not in edited

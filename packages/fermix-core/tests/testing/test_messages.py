@@ -89,6 +89,27 @@ def test_role_shapes_are_enforced() -> None:
         Message(role="moderator", content="hi")  # type: ignore[arg-type]
 
 
+def test_role_shapes_are_enforced_on_messages_read_back_from_json() -> None:
+    with pytest.raises(ValidationError, match="only assistant"):
+        Message.model_validate_json(
+            '{"role":"user","content":[{"type":"text","text":"hi"}],'
+            '"tool_calls":[{"id":"c1","name":"x"}]}'
+        )
+    with pytest.raises(ValidationError, match="needs tool_result"):
+        Message.model_validate({"role": "tool", "content": "result"})
+
+
+def test_built_messages_pass_through_containers_unchanged() -> None:
+    """A request holding built messages keeps those very objects (already checked once)."""
+    from fermix_core.provider import ChatRequest
+
+    history = [Message.system("rules"), Message.user("hi", "there"), Message.assistant("yo")]
+    request = ChatRequest(messages=history)
+    assert all(a is b for a, b in zip(request.messages, history, strict=True))
+    assert [p.text for p in history[1].content] == ["hi", "there"]
+    assert Message.user("", "x").content == [TextPart(text="x")]
+
+
 def test_messages_are_frozen() -> None:
     message = Message.user("hi")
     with pytest.raises(ValidationError):

@@ -147,6 +147,8 @@ class PromptComposer:
         self._sections: dict[str, tuple[object, bool, str]] = {}
         #: Memory blocks by (USER.md text, MEMORY.md text, recalled context); see below.
         self._blocks: dict[tuple[tuple[str | None, str | None], str | None], str] = {}
+        #: The last prompt built per trust, with the inputs it was built from.
+        self._prompts: dict[Trust, tuple[tuple[object, ...], str]] = {}
 
     # ------------------------------------------------------------------ files
 
@@ -229,20 +231,42 @@ class PromptComposer:
         :func:`fermix_core.prompt.senders.group_note`) follows "Who is talking" in a
         conversation other people share.
         """
-        trust = Trust(trust)
-        sections = [
+        if type(trust) is not Trust:
+            trust = Trust(trust)
+        # Everything the prompt is made of. The files are re-read (as :meth:`read` says)
+        # on every call; when nothing differs from the last prompt built for this trust,
+        # that same string is handed back instead of joining a new copy.
+        inputs = (
             self._file_or_default("IDENTITY.md"),
             self._file_or_default("SOUL.md"),
             self._file_or_default("FERMIX.md"),
-            _with_heading(capabilities_catalog, "## Built-in Capability Catalog"),
-            _with_heading(plugins_section, "## Plugins"),
-            _with_heading(skills_section, "## Skills"),
-            _TRUST_NOTES[trust],
-            shared_note or "",
-            date_line(today, timezone),
+            capabilities_catalog,
+            plugins_section,
+            skills_section,
+            shared_note,
+            today,
+            timezone,
             self._memory_block(memory_context, trust),
+        )
+        last = self._prompts.get(trust)
+        if last is not None and last[0] == inputs:
+            return last[1]
+        identity, soul, fermix, catalog, plugins, skills, note, day, zone, memory = inputs
+        sections = [
+            identity,
+            soul,
+            fermix,
+            _with_heading(catalog, "## Built-in Capability Catalog"),
+            _with_heading(plugins, "## Plugins"),
+            _with_heading(skills, "## Skills"),
+            _TRUST_NOTES[trust],
+            note or "",
+            date_line(day, zone),
+            memory,
         ]
-        return "\n\n".join(s for s in sections if s)
+        prompt = "\n\n".join(s for s in sections if s)
+        self._prompts[trust] = (inputs, prompt)
+        return prompt
 
     def _flag_injection(self, parts: list[str]) -> None:
         """Memory that looks like instructions stays in as data, but is reported (once per
