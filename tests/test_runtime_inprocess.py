@@ -385,3 +385,39 @@ async def test_history_overflowing_the_window_is_compacted_before_the_call(fx) -
     # Every earlier row is either in the summary's source or still verbatim, none lost.
     assert len(tail) == 6
     assert summaries[0] + tail == before
+
+
+async def test_reused_turn_parts_follow_every_change(fx, fermix_home) -> None:
+    """The system message and agent loop kept between turns are rebuilt when their inputs
+    change: a prompt file edited by Fermix, the sender's trust, a replaced model caller."""
+    from fermix_core.prompt import prompt_files_written
+    from fermix_core.routing.build import RoutingCaller
+
+    harness = fx.harness
+    await fx.ask("one", session="reuse")
+    await fx.ask("two", session="reuse")
+    first, second = harness.requests[-2:]
+    assert first.messages[0] is second.messages[0], "an unchanged prompt is reused"
+    soul = fermix_home.path / "bootstrap" / "main" / "SOUL.md"
+    soul.parent.mkdir(parents=True, exist_ok=True)
+    soul.write_text("SOUL-REWRITTEN-FOR-THIS-TEST")
+    prompt_files_written()
+    await fx.ask("three", session="reuse")
+    assert "SOUL-REWRITTEN-FOR-THIS-TEST" in harness.requests[-1].messages[0].text
+    await telegram(fx, "2", "a guest asks")
+    guest = harness.requests[-1].messages[0].text
+    assert "shell_run" not in guest and "SOUL-REWRITTEN-FOR-THIS-TEST" in guest
+    await fx.ask("four", session="reuse")
+    assert "shell_run" in harness.requests[-1].messages[0].text
+
+    runner = fx.service.runner
+    seen: list[str] = []
+
+    class Recording(RoutingCaller):
+        async def initial(self, request):
+            seen.append(request.messages[-1].text)
+            return await super().initial(request)
+
+    runner.caller = Recording(runner.caller.chain)
+    outcome = await fx.ask("five", session="reuse")
+    assert seen == ["five"] and outcome.text == "ok"

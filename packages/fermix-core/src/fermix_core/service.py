@@ -34,6 +34,8 @@ log = logging.getLogger("fermix.service")
 
 CLI_CHANNEL = "cli"
 LOCAL_SENDER = "local"
+#: Context windows remembered per model name before the memo starts over.
+_WINDOWS_KEPT = 64
 
 
 @dataclass
@@ -399,11 +401,20 @@ class FermixService:
         self._closers += [chain.aclose, http.aclose]
         self.http = http  # shared with speech-to-text
 
+        # Asked twice a turn (the pre-call overflow check, the compaction check); the plan
+        # and its catalog are fixed for this service, so each model's answer is kept.
+        windows: dict[str | None, int | None] = {}
+
         def window(model: str | None) -> int | None:
+            if model in windows:
+                return windows[model]
             route = plan.primary
             wanted = model or route.settings.default_model
             info = next((m for m in route.spec.models if m.id == wanted), None)
-            return info.context_window if info else None
+            if len(windows) >= _WINDOWS_KEPT:  # model names come back from the provider
+                windows.clear()
+            size = windows[model] = info.context_window if info else None
+            return size
 
         return RoutingCaller(chain), window
 

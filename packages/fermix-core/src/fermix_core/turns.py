@@ -165,6 +165,8 @@ class TurnRunner:
         self._skills_sections: dict[Trust, tuple[Any, str]] = {}
         #: The system message last sent per trust, with the prompt text it holds.
         self._system_messages: dict[Trust, tuple[str, Message]] = {}
+        #: The agent loop last built per trust (rebuilt when its snapshot or caller changes).
+        self._loops: dict[Trust, Any] = {}
 
     # ------------------------------------------------------------------ TurnExecutor
 
@@ -359,7 +361,12 @@ class TurnRunner:
             # On a chat channel a confirmed directory grant re-runs this request; the
             # one-shot CLI prints the prompt and the owner re-runs the command.
             ctx.state["resume"] = job
-        loop = AgentLoop(self.caller, snapshot, emit=self.emit, tracer=self.tracer)
+        loop = self._loops.get(job.trust)
+        if loop is None or loop.capabilities is not snapshot or loop.caller is not self.caller:
+            # A loop keeps nothing between runs: one per snapshot serves every turn on it.
+            loop = self._loops[job.trust] = AgentLoop(
+                self.caller, snapshot, emit=self.emit, tracer=self.tracer
+            )
         stream = self._stream_for(job, session_id)
         try:
             result: LoopResult = await self._run_loop(
@@ -386,7 +393,7 @@ class TurnRunner:
                 {"name": c.name, "ok": c.ok, **({"error": c.error} if c.error else {})}
                 for c in result.tool_calls
             ],
-            usage=dict(result.usage),  # its four token counts (flat ints: as model_dump)
+            usage=result.usage.counts(),
             model=result.model,
             provider=result.provider,
         )

@@ -241,3 +241,10 @@ def test_adding_a_zero_usage_keeps_the_other_side() -> None:
     )
     only_reasoning = Usage(reasoning_tokens=1)
     assert only_reasoning + only_reasoning == Usage(reasoning_tokens=2)
+
+
+def test_usage_counts_are_its_model_dump() -> None:
+    usage = Usage(input_tokens=3, output_tokens=4, cached_input_tokens=1, reasoning_tokens=2)
+    assert usage.counts() == usage.model_dump()
+    assert list(usage.counts()) == list(Usage.model_fields)
+    assert Usage().counts() == dict.fromkeys(Usage.model_fields, 0)

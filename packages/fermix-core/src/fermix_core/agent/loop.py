@@ -118,12 +118,16 @@ class _Dispatch:
     refusal: str | None = None
 
 
+#: A run's usage before its first call (frozen, so one instance serves every run).
+_NO_USAGE = Usage()
+
+
 @dataclass
 class _RunState:
     history: list[Message]
     produced: list[Message] = field(default_factory=list)
     records: list[ToolCallRecord] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NO_USAGE
     model: str | None = None
     provider: str | None = None
     route: object | None = None
