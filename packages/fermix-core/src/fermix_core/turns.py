@@ -24,7 +24,7 @@ import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
 from fermix_core.memory.directives import OWNER_MESSAGES_STATE
-from fermix_core.messages import ImagePart, Message, TextPart, Usage, text_length
+from fermix_core.messages import ImagePart, Message, TextPart, Usage
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import ServiceTable, ToolContext, Trust, services_with
@@ -765,6 +765,17 @@ def user_message(message: Any) -> Message:
 def estimate_tokens(messages: list[Message]) -> int:
     """A cheap upper-ish estimate (4 characters per token) for the pre-call overflow check.
 
-    Counts ``len(m.text)`` of each message without building the joined text.
+    Counts ``len(m.text)`` of each message (:func:`~fermix_core.messages.text_length`,
+    inlined: this runs on the whole window before every turn) without building the text.
     """
-    return sum(map(text_length, messages)) // 4 + 4 * len(messages)
+    chars = 0
+    for message in messages:
+        result = message.tool_result
+        joins = 0
+        for part in message.content if result is None else result.content:
+            if isinstance(part, TextPart) and part.text:
+                chars += len(part.text)
+                joins += 1
+        if joins > 1:
+            chars += 2 * (joins - 1)
+    return chars // 4 + 4 * len(messages)

@@ -371,3 +371,31 @@ async def test_the_whole_failover_trail_is_kept_in_the_causes(rec: Recorder) -> 
     with pytest.raises(ProviderError) as info:
         await chain.initial(request())
     assert info.value is c and c.__cause__ is b and b.__cause__ is a and a.__cause__ is None
+
+
+def test_a_routed_request_is_the_copy_model_copy_would_make() -> None:
+    async def on_event(event: Any) -> None:
+        return None
+
+    pinned = route("openai", "primary", model="gpt-pinned", effort="low")
+    for request in (
+        ChatRequest(messages=[Message.user("hi")]),
+        ChatRequest(
+            messages=[Message.system("rules"), Message.user("hi")],
+            model="asked-for",
+            stream=True,
+            inner_retry=False,
+            on_event=on_event,
+        ),
+    ):
+        for initial in (True, False):
+            made = RouteChain._request_for(pinned, request, initial=initial)
+            wanted = request.model_copy(
+                update={"model": "gpt-pinned", "reasoning_effort": "low", "initial": initial}
+            )
+            assert type(made) is ChatRequest and made is not request
+            assert made.__dict__ == wanted.__dict__
+            assert made.model_fields_set == wanted.model_fields_set
+            assert made.model_dump() == wanted.model_dump() and made == wanted
+            assert made.messages is request.messages and made.on_event is request.on_event
+            assert request.model is None or request.model == "asked-for"  # left untouched

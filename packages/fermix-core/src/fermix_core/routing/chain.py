@@ -33,6 +33,11 @@ log = logging.getLogger("fermix.routing")
 
 __all__ = ["Emit", "RouteChain"]
 
+#: What :meth:`RouteChain._request_for` sets on each call's copy of the request.
+_ROUTED = frozenset({"model", "reasoning_effort", "initial"})
+_new_request = object.__new__
+_set = object.__setattr__
+
 #: ``emit(name, **data)``, e.g. :meth:`fermix_core.plugins.host.PluginHost.emit`.
 Emit = Callable[..., Any]
 Sleep = Callable[[float], Awaitable[Any]]
@@ -157,9 +162,28 @@ class RouteChain:
 
     @staticmethod
     def _request_for(route: Route, request: ChatRequest, *, initial: bool) -> ChatRequest:
-        return request.model_copy(
-            update={"model": route.model, "reasoning_effort": route.effort, "initial": initial}
+        """*request* with the route's model and effort: a shallow copy, as ``model_copy``
+        makes it (same fields set, nothing revalidated), written out since it runs on
+        every model call."""
+        if type(request) is not ChatRequest or request.__pydantic_extra__:
+            return request.model_copy(
+                update={"model": route.model, "reasoning_effort": route.effort, "initial": initial}
+            )
+        copy = _new_request(ChatRequest)
+        _set(
+            copy,
+            "__dict__",
+            {
+                **request.__dict__,
+                "model": route.model,
+                "reasoning_effort": route.effort,
+                "initial": initial,
+            },
         )
+        _set(copy, "__pydantic_fields_set__", request.__pydantic_fields_set__ | _ROUTED)
+        _set(copy, "__pydantic_extra__", None)
+        _set(copy, "__pydantic_private__", None)
+        return copy
 
     async def _retry(self, route: Route, error: ProviderError, attempt: int, *, phase: str) -> None:
         wait = self.delay(attempt)
