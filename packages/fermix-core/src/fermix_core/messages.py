@@ -35,6 +35,7 @@ __all__ = [
     "coerce_parts",
     "parts_text",
     "text_length",
+    "text_part",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -43,6 +44,24 @@ Role = Literal["system", "user", "assistant", "tool"]
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _built(cls: Any, fields: dict[str, Any], fields_set: set[str]) -> Any:
+    """An instance of *cls* holding *fields* as validation would store them, unvalidated.
+
+    Only for values every field's validation would keep as they are (parts and calls
+    that are already built, plain ``str``/``bool``): the result is equal to, hashes and
+    serializes like, and has the same ``model_fields_set`` as the validated instance.
+    """
+    made = _new(cls)
+    _set(made, "__dict__", fields)
+    _set(made, "__pydantic_fields_set__", fields_set)
+    _set(made, "__pydantic_extra__", None)
+    _set(made, "__pydantic_private__", None)
+    return made
 
 
 class TextPart(BaseModel):
@@ -222,6 +241,46 @@ class ToolResult(BaseModel):
     def text(self) -> str:
         return parts_text(self.content)
 
+    @classmethod
+    def of(cls, call_id: str, name: str, content: list[Any], is_error: bool) -> ToolResult:
+        """``ToolResult(call_id=…, name=…, content=…, is_error=…)`` for built parts.
+
+        The agent loop answers each call with parts a :class:`~fermix_core.tool.ToolOutput`
+        already validated; anything else goes through validation as usual.
+        """
+        if (
+            type(call_id) is str
+            and call_id
+            and type(name) is str
+            and name
+            and type(is_error) is bool
+            and _built_parts(content)
+        ):
+            return _built(
+                cls,
+                {"call_id": call_id, "name": name, "content": list(content), "is_error": is_error},
+                {"call_id", "name", "content", "is_error"},
+            )
+        return cls(call_id=call_id, name=name, content=content, is_error=is_error)
+
+
+def _built_parts(parts: Any) -> bool:
+    """Whether *parts* is a list of built parts only (what ``list[Part]`` keeps as is)."""
+    if type(parts) is not list:
+        return False
+    for part in parts:
+        kind = type(part)
+        if kind is not TextPart and kind is not ImagePart:
+            return False
+    return True
+
+
+def text_part(text: str) -> TextPart:
+    """``TextPart(text=text)``, without a validation round for a plain ``str``."""
+    if type(text) is str:
+        return _built(TextPart, {"type": "text", "text": text}, {"text"})
+    return TextPart(text=text)
+
 
 class Message(BaseModel):
     """One entry of conversation history as the agent loop sees it.
@@ -284,7 +343,29 @@ class Message(BaseModel):
 
     @classmethod
     def tool(cls, result: ToolResult) -> Message:
+        if type(result) is ToolResult:
+            return _built(
+                cls,
+                {"role": "tool", "content": [], "tool_calls": [], "tool_result": result},
+                {"role", "tool_result"},
+            )
         return cls(role="tool", tool_result=result)
+
+    @classmethod
+    def of_parts(cls, role: Role, parts: list[TextPart | ImagePart]) -> Message:
+        """``Message(role=role, content=parts)`` for a list of built parts.
+
+        What the turn builds from an inbound message and the loop from a model's answer:
+        the parts are built already, so only the role's rule (a system message is text
+        only) is left to check. Anything else goes through validation as usual.
+        """
+        if (role == "user" or role == "assistant") and _built_parts(parts):
+            return _built(
+                cls,
+                {"role": role, "content": list(parts), "tool_calls": [], "tool_result": None},
+                {"role", "content"},
+            )
+        return cls(role=role, content=parts)
 
     # ------------------------------------------------------------------ reading
 
@@ -423,5 +504,24 @@ class Turn(BaseModel):
         return not self.content.strip() and not self.tool_calls
 
     def to_message(self) -> Message:
-        """The assistant message this turn adds to history."""
-        return Message.assistant(self.content, tool_calls=self.tool_calls)
+        """The assistant message this turn adds to history.
+
+        ``Message.assistant(self.content, tool_calls=self.tool_calls)``, built from the
+        already validated text and calls without validating them again.
+        """
+        content, calls = self.content, self.tool_calls
+        if type(content) is not str or type(calls) is not list:
+            return Message.assistant(content, tool_calls=calls)
+        for call in calls:
+            if type(call) is not ToolCall:
+                return Message.assistant(content, tool_calls=calls)
+        return _built(
+            Message,
+            {
+                "role": "assistant",
+                "content": [text_part(content)] if content else [],
+                "tool_calls": list(calls),
+                "tool_result": None,
+            },
+            {"role", "content", "tool_calls"},
+        )

@@ -268,9 +268,7 @@ class ToolOutput(BaseModel):
 
     def to_result(self, call: ToolCall) -> ToolResult:
         """The history record answering *call*."""
-        return ToolResult(
-            call_id=call.id, name=call.name, content=self.content, is_error=self.is_error
-        )
+        return ToolResult.of(call.id, call.name, self.content, self.is_error)
 
 
 class ToolError(Exception):

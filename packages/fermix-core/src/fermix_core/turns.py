@@ -24,7 +24,7 @@ import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
 from fermix_core.memory.directives import OWNER_MESSAGES_STATE
-from fermix_core.messages import ImagePart, Message, TextPart, Usage
+from fermix_core.messages import ImagePart, Message, TextPart, Usage, text_part
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import ServiceTable, ToolContext, Trust, services_with
@@ -746,7 +746,7 @@ def user_message(message: Any) -> Message:
     """The stored/sent form of an inbound message: its text and any images."""
     parts: list[Any] = []
     if message.text:
-        parts.append(TextPart(text=message.text))
+        parts.append(text_part(message.text))
     for attachment in message.attachments:
         if str(attachment.kind) != "image" or attachment.withheld:
             continue
@@ -759,7 +759,7 @@ def user_message(message: Any) -> Message:
             )
         else:
             parts.append(ImagePart(media_type=media_type, data=attachment.data))
-    return Message.user(*parts)
+    return Message.of_parts("user", parts)
 
 
 def estimate_tokens(messages: list[Message]) -> int:

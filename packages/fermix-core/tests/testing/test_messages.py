@@ -248,3 +248,65 @@ def test_usage_counts_are_its_model_dump() -> None:
     assert usage.counts() == usage.model_dump()
     assert list(usage.counts()) == list(Usage.model_fields)
     assert Usage().counts() == dict.fromkeys(Usage.model_fields, 0)
+
+
+def _same(built, validated) -> None:
+    """Built without validation, yet indistinguishable from the validated instance."""
+    assert type(built) is type(validated)
+    assert built == validated
+    try:
+        expected = hash(validated)
+    except TypeError:  # list fields: neither is hashable
+        with pytest.raises(TypeError):
+            hash(built)
+    else:
+        assert hash(built) == expected
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert built.model_fields_set == validated.model_fields_set
+    assert type(built).model_validate_json(built.model_dump_json()) == validated
+    assert built.model_copy(update={}) == validated
+
+
+def test_built_parts_and_messages_equal_their_validated_forms() -> None:
+    from fermix_core.messages import text_part
+
+    image = ImagePart(media_type="image/png", data=PNG)
+    call = ToolCall(id="c1", name="clock", arguments={"tz": "UTC"})
+    _same(text_part("hi"), TextPart(text="hi"))
+    _same(text_part(""), TextPart(text=""))
+    for parts in ([], [TextPart(text="a")], [TextPart(text="a"), image], [image]):
+        _same(Message.of_parts("user", parts), Message.user(*parts))
+        _same(Message.of_parts("assistant", parts), Message(role="assistant", content=parts))
+    for content, calls in (("", []), ("done", []), ("", [call]), ("calling", [call, call])):
+        turn = Turn(content=content, tool_calls=calls, model="m")
+        _same(turn.to_message(), Message.assistant(content, tool_calls=calls))
+    for content, is_error in (([], False), ([TextPart(text="42")], False), ([image], True)):
+        result = ToolResult.of("c1", "clock", content, is_error)
+        _same(result, ToolResult(call_id="c1", name="clock", content=content, is_error=is_error))
+        _same(Message.tool(result), Message(role="tool", tool_result=result))
+
+
+def test_the_unvalidated_paths_fall_back_to_validation_for_anything_unbuilt() -> None:
+    from fermix_core.messages import text_part
+
+    image = ImagePart(media_type="image/png", data=PNG)
+    # Strings and dicts are coerced or checked as before; bad shapes still fail loudly.
+    assert Message.of_parts("user", ["hi", {"type": "text", "text": "x"}]) == Message.user(  # type: ignore[list-item]
+        "hi", TextPart(text="x")
+    )
+    with pytest.raises(ValidationError, match="text only"):
+        Message.of_parts("system", [image])
+    with pytest.raises(ValidationError):
+        Message.of_parts("user", [42])  # type: ignore[list-item]
+    with pytest.raises(ValidationError):
+        text_part(None)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        ToolResult.of("", "clock", [], False)
+    with pytest.raises(ValidationError):
+        ToolResult.of("c1", "clock", [object()], False)
+    assert ToolResult.of("c1", "clock", "plain", False).content == [TextPart(text="plain")]  # type: ignore[arg-type]
+    odd = Turn.model_construct(content="x", tool_calls=[{"id": "c9", "name": "clock"}], model="m")
+    assert odd.to_message().tool_calls == [ToolCall(id="c9", name="clock")]
+    built = Message.of_parts("user", [TextPart(text="a")])
+    with pytest.raises(ValidationError):
+        built.role = "assistant"  # type: ignore[misc]

@@ -118,6 +118,8 @@ class _Dispatch:
     refusal: str | None = None
 
 
+#: What the model reads for a tool that answered with no content at all.
+_NO_OUTPUT = TextPart(text="(the tool returned no output)")
 #: A run's usage before its first call (frozen, so one instance serves every run).
 _NO_USAGE = Usage()
 
@@ -525,8 +527,5 @@ class AgentLoop:
 
     @staticmethod
     def _message(call: ToolCall, output: ToolOutput) -> Message:
-        content = output.content or [TextPart(text="(the tool returned no output)")]
-        result = ToolResult(
-            call_id=call.id, name=call.name, content=content, is_error=output.is_error
-        )
-        return Message.tool(result)
+        content = output.content or [_NO_OUTPUT]
+        return Message.tool(ToolResult.of(call.id, call.name, content, output.is_error))
