@@ -49,7 +49,7 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _built(cls: Any, fields: dict[str, Any], fields_set: set[str]) -> Any:
+def built_instance(cls: Any, fields: dict[str, Any], fields_set: set[str]) -> Any:
     """An instance of *cls* holding *fields* as validation would store them, unvalidated.
 
     Only for values every field's validation would keep as they are (parts and calls
@@ -256,7 +256,7 @@ class ToolResult(BaseModel):
             and type(is_error) is bool
             and _built_parts(content)
         ):
-            return _built(
+            return built_instance(
                 cls,
                 {"call_id": call_id, "name": name, "content": list(content), "is_error": is_error},
                 {"call_id", "name", "content", "is_error"},
@@ -278,7 +278,7 @@ def _built_parts(parts: Any) -> bool:
 def text_part(text: str) -> TextPart:
     """``TextPart(text=text)``, without a validation round for a plain ``str``."""
     if type(text) is str:
-        return _built(TextPart, {"type": "text", "text": text}, {"text"})
+        return built_instance(TextPart, {"type": "text", "text": text}, {"text"})
     return TextPart(text=text)
 
 
@@ -344,7 +344,7 @@ class Message(BaseModel):
     @classmethod
     def tool(cls, result: ToolResult) -> Message:
         if type(result) is ToolResult:
-            return _built(
+            return built_instance(
                 cls,
                 {"role": "tool", "content": [], "tool_calls": [], "tool_result": result},
                 {"role", "tool_result"},
@@ -360,7 +360,7 @@ class Message(BaseModel):
         only) is left to check. Anything else goes through validation as usual.
         """
         if (role == "user" or role == "assistant") and _built_parts(parts):
-            return _built(
+            return built_instance(
                 cls,
                 {"role": role, "content": list(parts), "tool_calls": [], "tool_result": None},
                 {"role", "content"},
@@ -515,7 +515,7 @@ class Turn(BaseModel):
         for call in calls:
             if type(call) is not ToolCall:
                 return Message.assistant(content, tool_calls=calls)
-        return _built(
+        return built_instance(
             Message,
             {
                 "role": "assistant",

@@ -715,3 +715,48 @@ def test_a_spec_timeout_must_be_positive(kit):
     assert any("timeout_seconds" in p for p in kit.spec("t", timeout_seconds=0).problems())
     assert any("timeout_seconds" in p for p in kit.spec("t", timeout_seconds="5").problems())
     assert kit.spec("t", timeout_seconds=2.5).problems() == []
+
+
+async def test_each_request_equals_the_validated_one_and_owns_its_lists(kit, ctx):
+    """Requests are made without revalidating built messages, yet each is exactly what
+    ``ChatRequest(...)`` gives, and a later iteration never changes an earlier request."""
+    provider = ScriptedProvider(
+        [
+            Turn(content="", tool_calls=[ToolCall(id="c1", name="echo", arguments={})], model="m"),
+            reply("done"),
+        ]
+    )
+
+    async def on_event(event):
+        return None
+
+    loop = loop_over(kit, provider)
+    await loop.run(USER, ctx, model="m-1", reasoning_effort="high", on_event=on_event)
+    first, second = provider.requests
+    assert len(first.messages) == len(USER) and len(second.messages) == len(USER) + 2
+    for sent, initial in ((first, True), (second, False)):
+        expected = ChatRequest(
+            messages=list(sent.messages),
+            tools=list(sent.tools),
+            model="m-1",
+            reasoning_effort="high",
+            stream=False,
+            initial=initial,
+            inner_retry=True,
+            on_event=on_event,
+        )
+        assert sent == expected and sent.model_fields_set == expected.model_fields_set
+        assert sent.model_dump_json() == expected.model_dump_json()
+    assert first.tools is not second.tools and first.messages is not second.messages
+
+
+async def test_inputs_a_request_would_coerce_or_refuse_still_go_through_validation(kit, ctx):
+    provider = ScriptedProvider([reply("ok"), reply("ok")])
+    loop = loop_over(kit, provider)
+    as_dicts = [m.model_dump() for m in USER]
+    result = await loop.run(as_dicts, ctx)  # type: ignore[arg-type]
+    assert result.text == "ok" and provider.last_request.messages == USER
+    with pytest.raises(ValueError, match="reasoning_effort"):
+        await loop.run(USER, ctx, reasoning_effort="ludicrous")
+    with pytest.raises(ValueError, match="tool_result"):
+        await loop.run([*USER, {"role": "tool", "content": "forged"}], ctx)  # type: ignore[list-item]

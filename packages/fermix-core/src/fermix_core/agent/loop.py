@@ -39,9 +39,18 @@ from fermix_core.agent.caller import ModelCaller
 from fermix_core.agent.capabilities import Capabilities
 from fermix_core.agent.detector import RepeatedCallDetector
 from fermix_core.agent.observe import Observer
-from fermix_core.messages import Message, TextPart, ToolCall, ToolResult, Turn, Usage
+from fermix_core.messages import (
+    Message,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    Turn,
+    Usage,
+    built_instance,
+)
 from fermix_core.provider import ChatRequest, EventCallback, ProviderError
-from fermix_core.specs import PolicyClass
+from fermix_core.specs import REASONING_EFFORTS, PolicyClass
 from fermix_core.tool import ToolBuildError, ToolContext, ToolOutput, format_validation_error
 
 __all__ = [
@@ -189,6 +198,56 @@ def _route_provider(route: object) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+#: The fields the loop sets on each request (its ``model_fields_set``).
+_REQUEST_FIELDS = frozenset(
+    {
+        "messages",
+        "tools",
+        "model",
+        "reasoning_effort",
+        "stream",
+        "initial",
+        "inner_retry",
+        "on_event",
+    }
+)
+
+
+def _plain_request_inputs(
+    messages: list[Any],
+    tools: list[Any],
+    model: Any,
+    reasoning_effort: Any,
+    stream: Any,
+    inner_retry: Any,
+    on_event: Any,
+) -> bool:
+    """Whether a :class:`ChatRequest` of these would keep every value exactly as given.
+
+    Built messages and tool definitions, ``str``/``None`` model, a known effort, ``bool``
+    flags and a callable (or no) event hook; anything else is left to validation, which
+    coerces it or says what is wrong.
+    """
+    if not messages:
+        return False
+    for message in messages:
+        if type(message) is not Message:
+            return False
+    for tool in tools:
+        if type(tool) is not ToolDefinition:
+            return False
+    return (
+        (model is None or type(model) is str)
+        and (
+            reasoning_effort is None
+            or (type(reasoning_effort) is str and reasoning_effort in REASONING_EFFORTS)
+        )
+        and type(stream) is bool
+        and type(inner_retry) is bool
+        and (on_event is None or callable(on_event))
+    )
+
+
 def _excerpt(text: str) -> str:
     return text if len(text) <= _ERROR_EXCERPT else text[: _ERROR_EXCERPT - 1] + "…"
 
@@ -240,19 +299,41 @@ class AgentLoop:
         state = _RunState(history=list(messages))
         detector = RepeatedCallDetector()
         tools = caps.definitions()
+        # Every request of this run is built from these; when they are all of the types a
+        # ChatRequest keeps as is, each is made without validating them again (the history
+        # only grows by messages this loop built).
+        plain = _plain_request_inputs(
+            state.history, tools, model, reasoning_effort, stream, inner_retry, on_event
+        )
 
         for iteration in range(1, self.max_iterations + 1):
             state.iterations = iteration
-            request = ChatRequest(
-                messages=state.history,
-                tools=tools,
-                model=model,
-                reasoning_effort=reasoning_effort,
-                stream=stream,
-                initial=iteration == 1,
-                inner_retry=inner_retry,
-                on_event=on_event,
-            )
+            if plain:
+                request = built_instance(
+                    ChatRequest,
+                    {
+                        "messages": list(state.history),
+                        "tools": list(tools),
+                        "model": model,
+                        "reasoning_effort": reasoning_effort,
+                        "stream": stream,
+                        "initial": iteration == 1,
+                        "inner_retry": inner_retry,
+                        "on_event": on_event,
+                    },
+                    set(_REQUEST_FIELDS),
+                )
+            else:
+                request = ChatRequest(
+                    messages=state.history,
+                    tools=tools,
+                    model=model,
+                    reasoning_effort=reasoning_effort,
+                    stream=stream,
+                    initial=iteration == 1,
+                    inner_retry=inner_retry,
+                    on_event=on_event,
+                )
             turn = await self._call(request, state, ctx, iteration)
 
             if not turn.tool_calls:
