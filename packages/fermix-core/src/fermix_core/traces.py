@@ -434,7 +434,17 @@ class Tracer:
         try:
             now = time.time()
             line = self._line(type, now, session_id, fields)
-            self._append(type, now, line)
+            with self._lock:  # one write(2) per record, under the lock
+                if int(now) // 86400 != self._day_number:  # a new UTC day: new files
+                    self._rollover(now)
+                fd = self._fds.get(type)
+                if fd is None:
+                    fd = self._open(type)
+                written = os.write(fd, line)
+                if written < len(line):  # a short write (a full disk): finish the line
+                    view = memoryview(line)[written:]
+                    while view:
+                        view = view[os.write(fd, view) :]
         except Exception as exc:
             self._failed(type, exc)
 
@@ -498,8 +508,14 @@ class Tracer:
                 add(_KEYS.get(key) or _key(key))
                 kind = type(value)
                 # The common shapes inline, most frequent first; _encoded spells them alike.
-                if key in CONTENT_FIELDS:
-                    add(_encoded(value, key, False))
+                if key in CONTENT_FIELDS or kind is Body:
+                    body = value.value if kind is Body else value
+                    if type(body) is str:  # a text body: its size only, as _encoded spells it
+                        add('{"omitted":true,"chars":')
+                        add(int.__repr__(len(body)))
+                        add("}")
+                    else:
+                        add(_encoded(value, key, False))
                 elif kind is str:
                     add(_QUOTED.get(value) or _string(value))
                 elif kind is int:
@@ -512,19 +528,6 @@ class Tracer:
                     add(_encoded(value, key, False))
         add("}\n")
         return "".join(parts).encode("utf-8", "replace")
-
-    def _append(self, trace_type: str, now: float, line: bytes) -> None:
-        with self._lock:
-            if int(now) // 86400 != self._day_number:  # a new UTC day: new files
-                self._rollover(now)
-            fd = self._fds.get(trace_type)
-            if fd is None:
-                fd = self._open(trace_type)
-            written = os.write(fd, line)
-            if written < len(line):  # a short write (a full disk): finish the line
-                view = memoryview(line)[written:]
-                while view:
-                    view = view[os.write(fd, view) :]
 
     def _rollover(self, now: float) -> None:
         # Called with the lock held: descriptors of the previous day are closed.

@@ -237,16 +237,24 @@ class TurnRunner:
         )
         try:
             view = await self._fit(job, conversation_id, handle, window, view, user, speaker)
-            self._trace(
-                "channel_msg",
-                session_id,
-                direction="inbound",
-                channel=message.channel,
-                trust=str(job.trust),
-                text=Body(message.text or ""),
-                attachments=len(message.attachments),
-            )
-            self._trace("agent_event", session_id, event="turn_start", run_profile=job.run_profile)
+            tracer = self.tracer
+            if tracer is not None:
+                tracer.record_fields(
+                    "channel_msg",
+                    {
+                        "direction": "inbound",
+                        "channel": message.channel,
+                        "trust": str(job.trust),
+                        "text": Body(message.text or ""),
+                        "attachments": len(message.attachments),
+                    },
+                    session_id=session_id,
+                )
+                tracer.record_fields(
+                    "agent_event",
+                    {"event": "turn_start", "run_profile": job.run_profile},
+                    session_id=session_id,
+                )
             outcome = await self._loop(job, handle, view, session_id, owner_words)
         except anyio.get_cancelled_exc_class():
             raise  # /stop: on_stopped() closes the turn with the handle still registered
@@ -404,13 +412,13 @@ class TurnRunner:
             outcome.status = "empty"
             return outcome
         await self._deliver(job, stream, result.text)
-        self._trace(
-            "channel_msg",
-            session_id,
-            direction="outbound",
-            channel=message.channel,
-            text=Body(result.text),
-        )
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.record_fields(
+                "channel_msg",
+                {"direction": "outbound", "channel": message.channel, "text": Body(result.text)},
+                session_id=session_id,
+            )
         with anyio.CancelScope(shield=True):  # delivered: the commit must not be torn
             await self.store.commit_turn(
                 handle.turn_id,
@@ -419,15 +427,18 @@ class TurnRunner:
                 model=result.model,
                 provider=result.provider,
             )
-        self._trace(
-            "agent_event",
-            session_id,
-            event="turn_commit",
-            model=result.model,
-            provider=result.provider,
-            tool_calls=len(result.tool_calls),
-            iterations=getattr(result, "iterations", None),
-        )
+        if tracer is not None:
+            tracer.record_fields(
+                "agent_event",
+                {
+                    "event": "turn_commit",
+                    "model": result.model,
+                    "provider": result.provider,
+                    "tool_calls": len(result.tool_calls),
+                    "iterations": getattr(result, "iterations", None),
+                },
+                session_id=session_id,
+            )
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
 
@@ -530,10 +541,6 @@ class TurnRunner:
             text = await stream.finish(text) or ""
             self._streams.pop(id(job), None)
         await self._send(job, text)
-
-    def _trace(self, type: str, session_id: str, **fields: Any) -> None:
-        if self.tracer is not None:
-            self.tracer.record_fields(type, fields, session_id=session_id)
 
     async def _send(self, job: TurnJob, text: str) -> None:
         if not text:
