@@ -33,6 +33,7 @@ from fermix_core.specs import ToolSpec, resolve_ref
 SectionT = TypeVar("SectionT", bound=BaseModel)
 
 __all__ = [
+    "DEFERRED_STATE",
     "NoArgs",
     "ServiceTable",
     "Tool",
@@ -43,6 +44,7 @@ __all__ = [
     "Trust",
     "build_tool",
     "format_validation_error",
+    "resolve_deferred_state",
     "services_with",
 ]
 
@@ -170,6 +172,20 @@ def services_with(
     copy = {k: v for k, v in table.items() if k not in drop}
     copy.update(values)
     return copy
+
+
+#: ``ToolContext.state`` key of entries worked out only if a tool runs: a dict mapping
+#: each state key to a zero-argument callable. The agent loop stores every callable's
+#: result under its key before the run's first tool call, so tools read plain values.
+DEFERRED_STATE = "deferred_state"
+
+
+def resolve_deferred_state(state: dict[str, Any]) -> None:
+    """Replace :data:`DEFERRED_STATE` in *state* by the values it defers (once)."""
+    deferred = state.pop(DEFERRED_STATE, None)
+    if deferred:
+        for key, make in deferred.items():
+            state[key] = make()
 
 
 @dataclass

@@ -27,7 +27,7 @@ from fermix_core.memory.directives import OWNER_MESSAGES_STATE
 from fermix_core.messages import ImagePart, Message, TextPart, Usage, text_part
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
-from fermix_core.tool import ServiceTable, ToolContext, Trust, services_with
+from fermix_core.tool import DEFERRED_STATE, ServiceTable, ToolContext, Trust, services_with
 from fermix_core.traces import Body
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -225,13 +225,9 @@ class TurnRunner:
         window, session_id, handle = start.window, start.session_id, start.handle
         self._handles[id(job)] = handle
         view = self._replay(window, user, job, speaker)
+        # Only a tool reads these (the memory write tools): gathered if one runs.
         owner_words = (
-            [
-                row.message.text
-                for row in window
-                if row.speaker == "owner" and row.kind == "message" and row.message.role == "user"
-            ]
-            + [message.text]
+            functools.partial(_owner_words, window, message.text)
             if job.trust is Trust.OPERATOR
             else None
         )
@@ -318,7 +314,7 @@ class TurnRunner:
         handle: Any,
         view: GroupView,
         session_id: str,
-        owner_words: list[str] | None,
+        owner_words: Callable[[], list[str]] | None,
     ) -> TurnOutcome:
         from fermix_core.agent import AgentLoop
 
@@ -363,8 +359,9 @@ class TurnRunner:
         if message.message_id:
             ctx.state["inbound_message_id"] = message.message_id
         if owner_words is not None:
-            # What a standing instruction may quote (fermix_core.memory.directives).
-            ctx.state[OWNER_MESSAGES_STATE] = owner_words
+            # What a standing instruction may quote (fermix_core.memory.directives); the
+            # loop fills it in before the turn's first tool call.
+            ctx.state[DEFERRED_STATE] = {OWNER_MESSAGES_STATE: owner_words}
         if not message.local and not job.background:
             # On a chat channel a confirmed directory grant re-runs this request; the
             # one-shot CLI prints the prompt and the owner re-runs the command.
@@ -739,6 +736,15 @@ def _reply_undelivered() -> type[Exception]:
     from fermix_core.channels.outbound import ReplyUndelivered
 
     return ReplyUndelivered
+
+
+def _owner_words(window: list[Any], text: str | None) -> list[str]:
+    """The owner's own message texts of *window*, then this turn's *text*."""
+    return [
+        row.message.text
+        for row in window
+        if row.speaker == "owner" and row.kind == "message" and row.message.role == "user"
+    ] + [text]
 
 
 def reply_dialect(reply: Any) -> str:

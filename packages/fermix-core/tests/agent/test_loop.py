@@ -760,3 +760,44 @@ async def test_inputs_a_request_would_coerce_or_refuse_still_go_through_validati
         await loop.run(USER, ctx, reasoning_effort="ludicrous")
     with pytest.raises(ValueError, match="tool_result"):
         await loop.run([*USER, {"role": "tool", "content": "forged"}], ctx)  # type: ignore[list-item]
+
+
+async def test_deferred_state_is_worked_out_before_the_first_tool_call_only(kit, ctx):
+    from fermix_core.tool import DEFERRED_STATE
+
+    made: list[str] = []
+
+    def words() -> list[str]:
+        made.append("words")
+        return ["remember this"]
+
+    ctx.state[DEFERRED_STATE] = {"owner_messages": words}
+    await loop_over(kit, ScriptedProvider([reply("no tools needed")])).run(USER, ctx)
+    assert made == [] and "owner_messages" not in ctx.state, "no tool ran: nothing worked out"
+
+    seen: list[Any] = []
+    provider = ScriptedProvider(
+        [
+            Turn(
+                content="",
+                tool_calls=[
+                    ToolCall(id="c1", name="echo", arguments={"text": "a"}),
+                    ToolCall(id="c2", name="echo", arguments={"text": "b"}),
+                ],
+                model="m",
+            ),
+            reply("done"),
+        ]
+    )
+    loop = loop_over(kit, provider)
+    real = loop._invoke
+
+    async def watching(item, context):
+        seen.append(context.state.get("owner_messages"))
+        return await real(item, context)
+
+    loop._invoke = watching  # type: ignore[method-assign]
+    await loop.run(USER, ctx)
+    assert made == ["words"], "worked out once, for the first call"
+    assert seen == [["remember this"], ["remember this"]]
+    assert DEFERRED_STATE not in ctx.state

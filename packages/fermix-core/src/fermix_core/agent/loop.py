@@ -51,7 +51,13 @@ from fermix_core.messages import (
 )
 from fermix_core.provider import ChatRequest, EventCallback, ProviderError
 from fermix_core.specs import REASONING_EFFORTS, PolicyClass
-from fermix_core.tool import ToolBuildError, ToolContext, ToolOutput, format_validation_error
+from fermix_core.tool import (
+    ToolBuildError,
+    ToolContext,
+    ToolOutput,
+    format_validation_error,
+    resolve_deferred_state,
+)
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",
@@ -471,6 +477,7 @@ class AgentLoop:
         ctx: ToolContext,
     ) -> tuple[list[Message], str | None]:
         """Run this iteration's calls in order; returns the tool messages and any stop."""
+        resolve_deferred_state(ctx.state)
         results: list[Message] = []
         stopped: str | None = None
         side_effects = 0
