@@ -84,7 +84,10 @@ class CollectingReply:
 
     @property
     def text(self) -> str:
-        return "\n\n".join(m.text for m in self.messages if m.text)
+        messages = self.messages
+        if len(messages) == 1:  # a turn's one reply
+            return messages[0].text
+        return "\n\n".join(m.text for m in messages if m.text)
 
 
 class FermixService:

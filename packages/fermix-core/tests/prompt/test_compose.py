@@ -375,3 +375,18 @@ def test_an_unchanged_prompt_is_the_same_string_and_any_change_rebuilds_it(
     clock.now += RECHECK_SECONDS
     edited = compose(composer)
     assert "SOUL-EDITED" in edited and "SOUL-TEXT" not in edited
+
+
+def test_a_file_check_made_by_another_reader_reaches_the_next_prompt(home: FermixHome) -> None:
+    """The prompt kept between turns belongs to one file check: when any reader starts a
+    new check (and sees an edit), the next prompt is composed from the new texts."""
+    clock = FakeClock()
+    composer = PromptComposer(home, clock=clock)
+    first = compose(composer)
+    write(home, "bootstrap/main/SOUL.md", "SOUL-SEEN-BY-ANOTHER-READER")
+    clock.now += RECHECK_SECONDS
+    assert composer.read("SOUL.md") == "SOUL-SEEN-BY-ANOTHER-READER"
+    clock.now += RECHECK_SECONDS / 4  # inside the window that read started
+    prompt = compose(composer)
+    assert prompt is not first and "SOUL-SEEN-BY-ANOTHER-READER" in prompt
+    assert compose(composer) is prompt

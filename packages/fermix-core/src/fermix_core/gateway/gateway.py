@@ -148,7 +148,7 @@ class Gateway:
             return IngestOutcome(IngestStatus.EMPTY, trust=trust)
 
         # 3. media
-        if any(needs_transcription(a) for a in message.attachments):
+        if message.attachments and any(needs_transcription(a) for a in message.attachments):
             transcribed = await transcribe_inbound(
                 self.transcriber, message, reply, emit=self._emit
             )

@@ -147,8 +147,9 @@ class PromptComposer:
         self._sections: dict[str, tuple[object, bool, str]] = {}
         #: Memory blocks by (USER.md text, MEMORY.md text, recalled context); see below.
         self._blocks: dict[tuple[tuple[str | None, str | None], str | None], str] = {}
-        #: The last prompt built per trust, with the inputs it was built from.
-        self._prompts: dict[Trust, tuple[tuple[object, ...], str]] = {}
+        #: The last prompt built per trust: the inputs it was built from (files included),
+        #: the prompt, the arguments it was last asked with and the file check it saw.
+        self._prompts: dict[Trust, tuple[tuple[object, ...], str, tuple[object, ...], Any]] = {}
 
     # ------------------------------------------------------------------ files
 
@@ -233,6 +234,28 @@ class PromptComposer:
         """
         if type(trust) is not Trust:
             trust = Trust(trust)
+        given = (
+            capabilities_catalog,
+            plugins_section,
+            skills_section,
+            shared_note,
+            today,
+            timezone,
+            memory_context,
+            self.agent_name,
+        )
+        last = self._prompts.get(trust)
+        checked = self._checked
+        if (
+            last is not None
+            and last[3] is checked
+            and checked[1] == WRITES[0]
+            and 0 <= self._clock() - checked[0] < self.recheck_seconds
+            and last[2] == given
+        ):
+            # Built in the file check that still holds (see read()): the files read as
+            # they did then, so the same arguments make the same prompt.
+            return last[1]
         # Everything the prompt is made of. The files are re-read (as :meth:`read` says)
         # on every call; when nothing differs from the last prompt built for this trust,
         # that same string is handed back instead of joining a new copy.
@@ -248,8 +271,8 @@ class PromptComposer:
             timezone,
             self._memory_block(memory_context, trust),
         )
-        last = self._prompts.get(trust)
         if last is not None and last[0] == inputs:
+            self._prompts[trust] = (inputs, last[1], given, self._checked)
             return last[1]
         identity, soul, fermix, catalog, plugins, skills, note, day, zone, memory = inputs
         sections = [
@@ -265,7 +288,7 @@ class PromptComposer:
             memory,
         ]
         prompt = "\n\n".join(s for s in sections if s)
-        self._prompts[trust] = (inputs, prompt)
+        self._prompts[trust] = (inputs, prompt, given, self._checked)
         return prompt
 
     def _flag_injection(self, parts: list[str]) -> None:
