@@ -25,8 +25,10 @@ from fermix_core.messages import (
     ToolCall,
     ToolDefinition,
     ToolResult,
+    built_instance,
     coerce_parts,
     parts_text,
+    text_part,
 )
 from fermix_core.specs import ToolSpec, resolve_ref
 
@@ -366,6 +368,13 @@ class Tool(ABC, Generic[ArgsT]):
             result = await self.run(args, ctx)
         except ToolError as exc:
             return ToolOutput.error(str(exc) or f"tool {self.name!r} failed")
+        if type(result) is str:
+            # ToolOutput(content=result), without validating a plain string again.
+            return built_instance(
+                ToolOutput,
+                {"content": [text_part(result)] if result else [], "is_error": False, "data": {}},
+                {"content"},
+            )
         if isinstance(result, str):
             return ToolOutput(content=result)
         if not isinstance(result, ToolOutput):

@@ -524,6 +524,8 @@ class Tracer:
                     add("null")
                 elif kind is bool:
                     add("true" if value else "false")
+                elif kind is float and (spelled := float.__repr__(value))[-1] not in "nf":
+                    add(spelled)  # durations; nan and the infinities go the encoder's way
                 else:
                     add(_encoded(value, key, False))
         add("}\n")

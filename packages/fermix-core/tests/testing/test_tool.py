@@ -177,3 +177,24 @@ def test_build_tool_resolves_import_paths(monkeypatch: pytest.MonkeyPatch) -> No
         build_tool(forecast_spec(args_model="no_such_module_anywhere:Args"))
     with pytest.raises(ToolBuildError, match="no factory"):
         build_tool(forecast_spec(factory=None))
+
+
+class Say(Tool[NoArgs]):
+    async def run(self, args: NoArgs, ctx: ToolContext) -> str:
+        return ctx.state["say"]
+
+
+class Loud(str):
+    pass
+
+
+async def test_a_plain_string_result_is_the_output_validation_would_build(ctx) -> None:
+    tool = build_tool(forecast_spec(name="say", factory=Say, args_model=None))
+    for said in ("done", "", "naïve\nline two", Loud("shout")):
+        ctx.state["say"] = said
+        made = await tool.invoke({}, ctx)
+        wanted = ToolOutput(content=said)
+        assert type(made) is ToolOutput and made == wanted
+        assert made.model_dump_json() == wanted.model_dump_json()
+        assert made.model_fields_set == wanted.model_fields_set
+        assert made.model_copy(update={"is_error": True}).is_error
