@@ -274,7 +274,8 @@ class CapabilityRegistry:
         ``reactions`` is the channel's reaction support: ``None`` when it has none, an empty
         sequence when any single emoji is accepted, otherwise the allowed set.
         """
-        trust = Trust(trust)
+        if type(trust) is not Trust:  # Trust(...) on a member costs two Python calls
+            trust = Trust(trust)
         allowed = None if reactions is None else tuple(reactions)
         key = (trust, allowed)
         cached = self._snapshots.get(key)
