@@ -488,7 +488,9 @@ class AgentLoop:
                 results.append(self._message(call, output))
                 continue
             item = self._unwrap(call)
-            _watch(ctx, "tool_started", call.id, item.name, dict(item.arguments))
+            watched = TOOL_WATCH_STATE in ctx.state
+            if watched:
+                _watch(ctx, "tool_started", call.id, item.name, dict(item.arguments))
             repeat = detector.observe(item.name, item.arguments)
             if repeat.action != "ok":
                 self._observe.emit(
@@ -541,7 +543,8 @@ class AgentLoop:
                         ]
                     }
                 )
-            _watch(ctx, "tool_finished", call.id, item.name, not output.is_error)
+            if watched:
+                _watch(ctx, "tool_finished", call.id, item.name, not output.is_error)
             state.records.append(
                 ToolCallRecord(
                     name=item.name,
