@@ -801,3 +801,43 @@ async def test_deferred_state_is_worked_out_before_the_first_tool_call_only(kit,
     assert made == ["words"], "worked out once, for the first call"
     assert seen == [["remember this"], ["remember this"]]
     assert DEFERRED_STATE not in ctx.state
+
+
+async def test_a_registered_tool_watcher_hears_every_call_start_and_finish(kit, ctx):
+    from fermix_core.agent.loop import TOOL_WATCH_STATE
+
+    heard: list[tuple[Any, ...]] = []
+
+    class Watcher:
+        def tool_started(self, call_id, name, arguments):
+            heard.append(("started", call_id, name, arguments))
+
+        def tool_finished(self, call_id, name, ok):
+            heard.append(("finished", call_id, name, ok))
+
+    provider = ScriptedProvider(
+        [
+            Turn(
+                content="",
+                tool_calls=[
+                    ToolCall(id="c1", name="echo", arguments={"text": "a"}),
+                    ToolCall(id="c2", name="no_such_tool", arguments={}),
+                ],
+                model="m",
+            ),
+            reply("done"),
+        ]
+    )
+    ctx.state[TOOL_WATCH_STATE] = Watcher()
+    await loop_over(kit, provider).run(USER, ctx)
+    assert heard == [
+        ("started", "c1", "echo", {"text": "a"}),
+        ("finished", "c1", "echo", True),
+        ("started", "c2", "no_such_tool", {}),
+        ("finished", "c2", "no_such_tool", False),
+    ]
+    del ctx.state[TOOL_WATCH_STATE]
+    heard.clear()
+    provider = ScriptedProvider([tool_call("echo", {"text": "b"}), reply("done")])
+    await loop_over(kit, provider).run(USER, ctx)
+    assert heard == []
