@@ -24,7 +24,7 @@ import anyio
 
 from fermix_core.channel import ConversationKey, OutboundMessage
 from fermix_core.memory.directives import OWNER_MESSAGES_STATE
-from fermix_core.messages import ImagePart, Message, TextPart, Usage, text_part
+from fermix_core.messages import ImagePart, Message, TextPart, Usage, built_instance, text_part
 from fermix_core.prompt.senders import GroupView, replay
 from fermix_core.provider import ChatRequest, ProviderError
 from fermix_core.tool import DEFERRED_STATE, ServiceTable, ToolContext, Trust, services_with
@@ -546,9 +546,7 @@ class TurnRunner:
         # An undelivered reply was logged by the port with its conversation; the turn still
         # commits it to history, so nothing is lost silently.
         with contextlib.suppress(_reply_undelivered()):
-            await job.reply.send(
-                OutboundMessage(chat_id=message.chat_id, thread_id=message.thread_id, text=text)
-            )
+            await job.reply.send(reply_message(message.chat_id, message.thread_id, text))
 
     # ------------------------------------------------------------------ post-reply work
 
@@ -745,6 +743,36 @@ def _owner_words(window: list[Any], text: str | None) -> list[str]:
         for row in window
         if row.speaker == "owner" and row.kind == "message" and row.message.role == "user"
     ] + [text]
+
+
+def reply_message(chat_id: str, thread_id: str | None, text: str) -> OutboundMessage:
+    """``OutboundMessage(chat_id=…, thread_id=…, text=…)`` for the turn's reply.
+
+    The ids come from the validated inbound message and the text is the model's visible
+    answer, so the message is made without validating them again; anything validation
+    would change or refuse (a blank text, a missing chat id) goes through it as usual.
+    """
+    if (
+        type(chat_id) is str
+        and chat_id
+        and (thread_id is None or type(thread_id) is str)
+        and type(text) is str
+        and text.strip()
+    ):
+        return built_instance(
+            OutboundMessage,
+            {
+                "chat_id": chat_id,
+                "thread_id": thread_id,
+                "text": text,
+                "attachments": [],
+                "reply_to": None,
+                "silent": False,
+                "plain": False,
+            },
+            {"chat_id", "thread_id", "text"},
+        )
+    return OutboundMessage(chat_id=chat_id, thread_id=thread_id, text=text)
 
 
 def reply_dialect(reply: Any) -> str:

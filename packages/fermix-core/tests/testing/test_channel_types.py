@@ -114,3 +114,31 @@ async def test_optional_abilities_default_to_a_typed_refusal() -> None:
 def test_channel_is_abstract() -> None:
     with pytest.raises(TypeError):
         Channel()  # type: ignore[abstract]
+
+
+def test_the_turns_reply_and_the_local_receipt_equal_their_validated_forms() -> None:
+    """Made without validation on the hot path, yet the same objects validation gives;
+    a new field on either model fails here first."""
+    from fermix_core.channel import OutboundMessage, SentMessage
+    from fermix_core.service import CollectingReply
+    from fermix_core.turns import reply_message
+
+    for chat_id, thread_id, text in (("c1", None, "hello"), ("42", "t-7", " naïve\nanswer ")):
+        made = reply_message(chat_id, thread_id, text)
+        wanted = OutboundMessage(chat_id=chat_id, thread_id=thread_id, text=text)
+        assert type(made) is OutboundMessage and made == wanted
+        assert made.model_dump_json() == wanted.model_dump_json()
+        assert made.model_fields_set == wanted.model_fields_set
+        assert set(made.__dict__) == set(OutboundMessage.model_fields)
+    for hostile in (("c1", None, "   "), ("", None, "hi"), ("c1", None, "")):
+        with pytest.raises(ValidationError):
+            reply_message(*hostile)
+    assert reply_message(7, None, "hi") == OutboundMessage(chat_id="7", text="hi")  # type: ignore[arg-type]
+
+    import anyio
+
+    reply = CollectingReply(features=None)
+    receipt = anyio.run(reply.send, reply_message("c1", None, "hi"))
+    assert receipt == SentMessage(message_id="1")
+    assert receipt.model_fields_set == SentMessage(message_id="1").model_fields_set
+    assert set(receipt.__dict__) == set(SentMessage.model_fields)
