@@ -147,8 +147,8 @@ class PromptComposer:
         self._sections: dict[str, tuple[object, bool, str]] = {}
         #: Memory blocks by (USER.md text, MEMORY.md text, recalled context); see below.
         self._blocks: dict[tuple[tuple[str | None, str | None], str | None], str] = {}
-        #: The last prompt built per trust: the inputs it was built from (files included),
-        #: the prompt, the arguments it was last asked with and the file check it saw.
+        #: The last prompt built per trust: the file sections it was built from, the
+        #: prompt, the arguments it was asked with and the file check it saw.
         self._prompts: dict[Trust, tuple[tuple[object, ...], str, tuple[object, ...], Any]] = {}
 
     # ------------------------------------------------------------------ files
@@ -256,25 +256,20 @@ class PromptComposer:
             # Built in the file check that still holds (see read()): the files read as
             # they did then, so the same arguments make the same prompt.
             return last[1]
-        # Everything the prompt is made of. The files are re-read (as :meth:`read` says)
-        # on every call; when nothing differs from the last prompt built for this trust,
-        # that same string is handed back instead of joining a new copy.
-        inputs = (
+        # The files are re-read (as :meth:`read` says); when they and the arguments are
+        # what the last prompt for this trust was built from, that same string is handed
+        # back instead of joining a new copy.
+        files = (
             self._file_or_default("IDENTITY.md"),
             self._file_or_default("SOUL.md"),
             self._file_or_default("FERMIX.md"),
-            capabilities_catalog,
-            plugins_section,
-            skills_section,
-            shared_note,
-            today,
-            timezone,
             self._memory_block(memory_context, trust),
         )
-        if last is not None and last[0] == inputs:
-            self._prompts[trust] = (inputs, last[1], given, self._checked)
+        if last is not None and last[0] == files and last[2] == given:
+            self._prompts[trust] = (files, last[1], given, self._checked)
             return last[1]
-        identity, soul, fermix, catalog, plugins, skills, note, day, zone, memory = inputs
+        identity, soul, fermix, memory = files
+        catalog, plugins, skills, note, day, zone = given[:6]
         sections = [
             identity,
             soul,
@@ -288,7 +283,7 @@ class PromptComposer:
             memory,
         ]
         prompt = "\n\n".join(s for s in sections if s)
-        self._prompts[trust] = (inputs, prompt, given, self._checked)
+        self._prompts[trust] = (files, prompt, given, self._checked)
         return prompt
 
     def _flag_injection(self, parts: list[str]) -> None:
