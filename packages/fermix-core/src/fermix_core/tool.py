@@ -118,8 +118,10 @@ class ServiceTable(MutableMapping[str, Any]):
 
     def with_values(self, **values: Any) -> ServiceTable:
         """A copy with *values* added; unbuilt services stay unbuilt and shared."""
-        copy = ServiceTable({**self._values, **values})
-        copy._lazy = {k: v for k, v in self._lazy.items() if k not in values}
+        copy = ServiceTable.__new__(ServiceTable)  # one merged dict, not a copy of a copy
+        copy._values = {**self._values, **values}
+        lazy = self._lazy
+        copy._lazy = {k: v for k, v in lazy.items() if k not in values} if lazy else {}
         return copy
 
     def without(self, *names: str) -> ServiceTable:
