@@ -385,6 +385,8 @@ class Message(BaseModel):
     def has_images(self) -> bool:
         """Whether :attr:`images` is non-empty, without building the list."""
         parts = self.tool_result.content if self.tool_result is not None else self.content
+        if len(parts) == 1:  # most messages: one part, no generator to run
+            return isinstance(parts[0], ImagePart)
         return any(isinstance(p, ImagePart) for p in parts)
 
     @property
@@ -396,7 +398,11 @@ class Message(BaseModel):
         """
         if self.tool_calls or self.tool_result is not None:
             return False
-        return not any(isinstance(p, ImagePart) or p.text.strip() for p in self.content)
+        content = self.content
+        if len(content) == 1:  # most messages: one part, no generator to run
+            part = content[0]
+            return not (isinstance(part, ImagePart) or part.text.strip())
+        return not any(isinstance(p, ImagePart) or p.text.strip() for p in content)
 
 
 class ToolDefinition(BaseModel):

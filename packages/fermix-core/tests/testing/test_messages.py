@@ -131,6 +131,9 @@ def test_tool_message_text_comes_from_its_result() -> None:
         (Message.user("hi"), False),
         (Message.user(ImagePart(media_type="image/png", data=PNG)), False),
         (Message.assistant(tool_calls=[ToolCall(id="c", name="x")]), False),
+        (Message.user(" ", "\t"), True),
+        (Message.user(" ", "x"), False),
+        (Message.user(" ", ImagePart(media_type="image/png", data=PNG)), False),
     ],
 )
 def test_message_is_empty(message: Message, empty: bool) -> None:
@@ -310,3 +313,12 @@ def test_the_unvalidated_paths_fall_back_to_validation_for_anything_unbuilt() ->
     built = Message.of_parts("user", [TextPart(text="a")])
     with pytest.raises(ValidationError):
         built.role = "assistant"  # type: ignore[misc]
+
+
+def test_has_images_on_one_part_and_many() -> None:
+    image = ImagePart(media_type="image/png", data=PNG)
+    assert Message.user(image).has_images and not Message.user("hi").has_images
+    assert Message.user("hi", image).has_images and not Message.user("a", "b").has_images
+    assert not Message.user().has_images
+    tool = Message.tool(ToolResult(call_id="c1", name="x", content=[image]))
+    assert tool.has_images
