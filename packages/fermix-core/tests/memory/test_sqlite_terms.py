@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 from fermix_core.memory import MemoryCategory, Provenance, sqlite_engine
 from fermix_core.memory.sqlite import SCHEMA_VERSION, SqliteMemoryBackend
@@ -48,7 +50,7 @@ def assert_counts_match(path: Path) -> None:
 
 def add_messages(path: Path, texts: list[str]) -> None:
     with raw(path) as conn:
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")  # as the store appends: waits for an indexer's lock
         start = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
         conn.executemany(
             "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, speaker, "
@@ -301,3 +303,38 @@ async def test_a_stale_catch_up_never_indexes_a_message_twice(tmp_path: Path) ->
     finally:
         first.close()
         second.close()
+
+
+async def test_replies_that_never_stop_are_indexed_while_they_keep_coming(
+    tmp_path: Path,
+) -> None:
+    """A flood of replies never leaves the indexer waiting for a quiet moment: the
+    catch-up chases the newest message, step by step, while replies keep arriving."""
+    from fermix_core.memory.history_index import HistoryIndexer
+
+    path = await new_home(tmp_path)
+    backend = await SqliteMemoryBackend.open(path)
+    indexer = HistoryIndexer(backend, delay=0)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(indexer.serve)
+            add_messages(path, [f"flood albatross {i}" for i in range(300)])
+            indexer.note_reply()
+            for wave in range(2000):
+                if backend.history_indexed >= 300:
+                    break
+                add_messages(path, [f"flood wave {wave} a", f"flood wave {wave} b"])
+                indexer.note_reply()
+                await anyio.lowlevel.checkpoint()
+            else:
+                pytest.fail("the first 300 messages were not indexed while replies kept coming")
+            tg.cancel_scope.cancel()
+        assert backend.history_transactions >= 2, "in steps, not one transaction at the end"
+        assert fts_rows(path, "albatross") == 300
+        assert await backend.search_history("albatross 299") != []
+        await indexer.flush()
+        await backend.catch_up_history()
+        assert (await backend.describe())["history"]["ids_not_indexed_yet"] == 0
+        assert_counts_match(path)
+    finally:
+        await backend.aclose()
