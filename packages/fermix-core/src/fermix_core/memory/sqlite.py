@@ -246,7 +246,11 @@ class SqliteMemoryBackend(MemoryBackend):
         replies, once per burst (:mod:`fermix_core.memory.history_index`), off the turn path.
         With *step*, each transaction indexes at most *step* messages and the next waits as
         long as the last held the write lock, so the conversation store's writes (the
-        turns) find the file free at least half of the time.
+        turns) find the file free at least half of the time; and a step that found fewer
+        than *step* messages reached the newest one, which ends the catch-up: messages
+        appended since are left to the next one (the runtime's next burst), so a flood of
+        turns is indexed in full steps once per burst, not chased by a transaction for
+        every few new messages. Without *step* it runs until nothing is left.
         """
         seen = 0
         while True:
@@ -258,6 +262,8 @@ class SqliteMemoryBackend(MemoryBackend):
             self.history_transactions += 1
             self.history_indexed += covered
             if step is not None:
+                if covered < step:
+                    return seen
                 await self._pause(time.perf_counter() - started)
 
     async def _pause(self, seconds: float) -> None:
