@@ -756,9 +756,15 @@ SCENARIOS: dict[str, Callable[[Path], Any]] = {
 
 
 async def _scenarios(root: Path, names: list[str]) -> dict[str, Any]:
+    from run import speed_probe_ms  # bench/ is on sys.path: run.py's probe, not a copy
+
     results: dict[str, Any] = {}
     for name in names:
+        # The VM's speed drifts minute to minute: a probe right before each scenario (not
+        # inside what it times) says how fast the machine was for that scenario.
+        probe = speed_probe_ms()
         results[name] = await SCENARIOS[name](root / name)
+        results[name]["speed_probe_ms_before"] = probe
     return results
 
 
