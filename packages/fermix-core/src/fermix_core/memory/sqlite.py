@@ -32,8 +32,9 @@ words, each quoted, words of three or more letters matched as prefixes ("deploy"
 ``NOT`` or ``(`` are just text.
 
 One connection per backend, used by one worker thread at a time (a ``CapacityLimiter(1)``),
-WAL journaling, and ``BEGIN IMMEDIATE`` for every write, so the daemon, the CLI and the
-conversation store can share the file.
+WAL journaling, and ``BEGIN IMMEDIATE`` for every write (a history catch-up step is one
+statement, which takes the write lock as it starts and commits as it ends), so the daemon,
+the CLI and the conversation store can share the file.
 """
 
 from __future__ import annotations
