@@ -13,6 +13,7 @@ import importlib
 import inspect
 import logging
 import traceback
+import types
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,18 +51,49 @@ def _hook_names(obj: Any) -> list[str]:
     matches no hook (``weather_tools``) is reported instead of silently never called. The
     lookup is static: a plugin object's properties are not run.
     """
+    marker = f"{PROJECT}_impl"
+    # A plain module's non-dunder attributes are its namespace's entries (its type defines
+    # none of them), so the static lookup is a dict lookup there.
+    namespace = vars(obj) if type(obj) is types.ModuleType else None
     names = []
     for attr in dir(obj):
         if attr.startswith("__"):
             continue
-        try:
-            value = inspect.getattr_static(obj, attr)
-        except AttributeError:
-            continue
-        value = getattr(value, "__func__", value)  # staticmethod / classmethod
-        if getattr(value, f"{PROJECT}_impl", None) is not None:
+        if namespace is not None:
+            if attr not in namespace:
+                continue
+            value = namespace[attr]
+        else:
+            try:
+                value = inspect.getattr_static(obj, attr)
+            except AttributeError:
+                continue
+        # The marker sits on the function, or on a staticmethod/classmethod decorated after.
+        if (
+            getattr(value, marker, None) is not None
+            or getattr(getattr(value, "__func__", None), marker, None) is not None
+        ):
             names.append(attr)
     return sorted(names)
+
+
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, told which attributes of the plugin being registered are marked.
+
+    ``register`` asks :meth:`parse_hookimpl_opts` about every attribute of the plugin
+    object (each a static lookup: ~20 per plugin, 400+ in a cold ``fermix ask``), while
+    :func:`_hook_names` has already found the marked ones; every other attribute is
+    answered "not a hook" at once. pluggy still parses and verifies the marked ones.
+    """
+
+    def __init__(self, project_name: str) -> None:
+        super().__init__(project_name)
+        self.candidates: frozenset[str] | None = None
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if self.candidates is not None and name not in self.candidates:
+            return None
+        return super().parse_hookimpl_opts(plugin, name)
 
 
 @functools.cache
@@ -98,7 +130,7 @@ class PluginHost:
     """Owns the pluggy manager and the record of every plugin, loaded or not."""
 
     def __init__(self) -> None:
-        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm = _PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.records: list[PluginRecord] = []
         self.telemetry = Telemetry()
@@ -185,7 +217,11 @@ class PluginHost:
             log.error("plugin %s rejected: %s", record.source, record.error)
             return
         try:
-            self.pm.register(obj, name=record.name)
+            self.pm.candidates = frozenset(hooks)
+            try:
+                self.pm.register(obj, name=record.name)
+            finally:
+                self.pm.candidates = None
         except Exception as exc:
             record.status = "failed"
             record.error = f"hook validation failed: {exc}"
