@@ -36,8 +36,11 @@ sys.argv = ["fermix", "ask", "hi", "--session", sys.argv[1]]
 code = main()  # as the console script runs it
 frozen = gc.get_freeze_count()
 gc.unfreeze()  # get_objects() does not list the permanent generation
-trust = [c for c in gc.get_objects() if type(c).__name__ == "DeferredTrustContext"]
+objects = gc.get_objects()
+lazy = [c for c in objects if type(c).__name__ == "LazyTrustContext"]
+trust = [c for c in objects if type(c).__name__ == "DeferredTrustContext"]
 print(json.dumps({"code": code, "modules": sorted(sys.modules),
+                  "lazy_built": [c.built for c in lazy],
                   "trust_loaded": [c.trust_loaded for c in trust], "frozen": frozen,
                   "compiled": len(compiled)}))
 """
@@ -137,5 +140,7 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     ]
     assert loaded == []
     assert second["compiled"] == 0  # every generated dataclass method came from the cache
-    # The runtime's client never loaded certificates: the model is plain http://.
-    assert second["trust_loaded"] and not any(second["trust_loaded"])
+    # The runtime's client never built a TLS context, let alone loaded certificates: the
+    # model is plain http://.
+    assert second["lazy_built"] and not any(second["lazy_built"])
+    assert not any(second["trust_loaded"])
