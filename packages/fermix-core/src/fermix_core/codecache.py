@@ -29,6 +29,7 @@ level down (:meth:`GeneratedCodeCache.compile_pattern`).
 from __future__ import annotations
 
 import builtins
+import marshal
 import os
 import stat
 import sys
@@ -90,8 +91,6 @@ class GeneratedCodeCache:
         cannot write, no larger than :data:`MAX_BYTES`, with this interpreter's header
         and an index whose every entry lies inside the file.
         """
-        import marshal
-
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
         except OSError:
@@ -125,8 +124,6 @@ class GeneratedCodeCache:
 
     def _load(self, where: tuple[int, int]) -> Any:
         """The item stored at *where*, or ``None`` when its bytes are not a valid item."""
-        import marshal
-
         offset, length = where
         try:
             data = os.pread(self._fd, length, offset)  # type: ignore[arg-type]
@@ -355,8 +352,6 @@ class GeneratedCodeCache:
         """
         if not self._new:
             return False
-        import marshal
-
         from fermix_core.fsutil import atomic_write
 
         home = self.path.parent.parent
@@ -391,7 +386,6 @@ def _may_warn(pattern: str | bytes) -> bool:
 def _pack(items: dict[bytes, bytes]) -> bytes:
     """The file: header, the index's size, the index (key -> (offset, length) of each
     item from the start of the file), then the items' marshalled bytes."""
-    import marshal
 
     def layout(start: int) -> dict[bytes, tuple[int, int]]:
         index, offset = {}, start
@@ -475,10 +469,17 @@ class _SreRecorder:
         return getattr(self._sre, name)
 
 
-def _digest(data: bytes) -> bytes:
-    from hashlib import blake2b
+_blake2b: Any = None
 
-    return blake2b(data, digest_size=_DIGEST).digest()
+
+def _digest(data: bytes) -> bytes:
+    # Called ~2,000 times by a cold ask: the import statement cost as much as the hash.
+    global _blake2b
+    if _blake2b is None:
+        from hashlib import blake2b
+
+        _blake2b = blake2b
+    return _blake2b(data, digest_size=_DIGEST).digest()
 
 
 def _future_flags(module: Any) -> int:
