@@ -1,6 +1,7 @@
 """What a cold, daemon-less ``fermix ask`` loads: a config, one provider call, one store
 append — not the job scheduler, MCP, the channel runtime, setup or doctor machinery, the
-daemon client, the tool implementations, PyYAML, nor a CA bundle for an ``http://`` model.
+daemon client, the tool implementations, the first-party plugins' registration modules,
+PyYAML, nor a TLS context for an ``http://`` model.
 
 Deterministic stand-in for the cold-ask budget (``bench/bench_cold_ask.py`` measures the
 time): it runs the real console entry point twice in fresh interpreters against a loopback
@@ -86,6 +87,13 @@ NOT_NEEDED = (
     "zipfile",  # prompt templates are read as files; importlib.resources only if zipped
     "typer",
     "click",
+    # First-party plugins' registration modules: their specs come from the cache.
+    "fermix_channels",  # (and no channel runs in a one-off ask)
+    "fermix_tools",  # (a tool's module loads when the model calls it)
+    "fermix_providers.anthropic",
+    "fermix_providers.openai.plugin",
+    "fermix_providers.ollama.plugin",
+    "fermix_providers.transcription",
 )
 
 
@@ -132,6 +140,7 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     assert (home / "cache" / "tool-definitions.json").exists()
     assert (home / "cache" / "skill-front-matter.json").exists()
     assert (home / "cache" / "config-model-shapes.json").exists()
+    assert (home / "cache" / "plugin-specs.json").exists()
 
     second = run("second")
     assert second["code"] == 0

@@ -60,6 +60,12 @@ def begin(environ: Any = None) -> None:
         sys.meta_path.insert(0, _state["finder"])
 
 
+def active() -> bool:
+    """Whether :func:`begin` started this command (the console ``fermix ask``) and it has
+    not ended: the one-off command's caches (:mod:`fermix_core.plugins.spec_cache`) apply."""
+    return _state is not None
+
+
 def booted() -> None:
     """Start-up is over: freeze what survived it and collect every generation again."""
     if _state is None or _state["booted"]:
