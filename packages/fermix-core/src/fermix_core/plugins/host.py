@@ -172,6 +172,7 @@ class PluginHost:
             self.records.append(record)
         if self.spec_cache is not None:
             self.spec_cache.save()
+            self.spec_cache = None  # its parsed file is garbage now; the specs are kept
         return records
 
     def _restore(self, record: PluginRecord) -> bool:
