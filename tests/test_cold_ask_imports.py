@@ -94,6 +94,7 @@ NOT_NEEDED = (
     "fermix_providers.openai.plugin",
     "fermix_providers.ollama.plugin",
     "fermix_providers.transcription",
+    "fermix_providers.listing",  # model listing and probes; a turn needs only the base URL
 )
 
 
