@@ -16,20 +16,6 @@ def make_module(name: str, source: str) -> ModuleType:
     return module
 
 
-@pytest.fixture
-def modules(tmp_path, monkeypatch):
-    """Write importable plugin modules into a temp dir on sys.path."""
-
-    def write(name: str, source: str) -> str:
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        return name
-
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield write
-    for name in [m for m in sys.modules if m.startswith("fx_test_")]:
-        del sys.modules[name]
-
-
 def ep(name, value, dist="fermix-test", version="0.0.1"):
     return SimpleNamespace(name=name, value=value, dist=SimpleNamespace(name=dist, version=version))
 

@@ -6,8 +6,6 @@ entries, third-party plugins, values it cannot keep exactly, and hook ordering o
 from __future__ import annotations
 
 import json
-import sys
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,18 +24,6 @@ def home(tmp_path: Path) -> FermixHome:
     path = tmp_path / "home"
     path.mkdir(mode=0o700)
     return FermixHome(path)
-
-
-@pytest.fixture
-def modules(tmp_path, monkeypatch):
-    def write(name: str, source: str) -> str:
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        return name
-
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield write
-    for name in [m for m in sys.modules if m.startswith("fx_spec_")]:
-        del sys.modules[name]
 
 
 def ep(name, value, dist, version="0.1.0"):
