@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from fermix_core.channel import ConversationKey
@@ -87,6 +88,10 @@ class ConversationQueue:
         self._idle_workers: list[asyncio.Future[tuple[ConversationKey, _Lane]]] = []
         #: The context variables of whoever entered the queue; see the module docstring.
         self._context: contextvars.Context | None = None
+        #: Makes the cancel scope each job runs in: ``anyio.CancelScope`` until the queue is
+        #: entered, then the running backend's own (``anyio.CancelScope()`` asks which async
+        #: library runs every time it is called; the queue's loop never changes).
+        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -97,6 +102,7 @@ class ConversationQueue:
         await tg.__aenter__()
         self._tg = tg
         self._context = contextvars.copy_context()
+        self._new_scope = anyio.lowlevel.current_token().backend_class.create_cancel_scope
         return self
 
     async def __aexit__(
@@ -138,7 +144,7 @@ class ConversationQueue:
             )
         assert self._tg is not None
         if job.background:
-            scope = anyio.CancelScope()
+            scope = self._new_scope()
             self._background[job] = scope
             self._tg.start_soon(self._run_background, job, scope)
             return
@@ -293,7 +299,7 @@ class ConversationQueue:
         self._check_idle()
 
     async def _run(self, job: TurnJob, lane: _Lane) -> None:
-        scope = anyio.CancelScope()
+        scope = self._new_scope()
         lane.active, lane.scope = job, scope
         finished = False
         try:
