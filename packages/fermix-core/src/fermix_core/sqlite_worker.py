@@ -100,51 +100,60 @@ _STOP = object()
 
 class _WriteTransaction:
     """What :func:`write_transaction` returns (a plain class: a generator-based context
-    manager costs about twice as much, paid twice per turn)."""
+    manager costs about twice as much, paid twice per turn). Not reentrant, but reusable:
+    a component that opens its write transactions one after another may keep one."""
 
-    __slots__ = ("conn", "nested")
+    __slots__ = ("conn", "execute", "nested")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, cursor: sqlite3.Cursor | None = None) -> None:
         self.conn = conn
+        #: ``BEGIN``, ``COMMIT`` and savepoints run here: the caller's cursor when it has
+        #: one (``conn.execute`` makes and drops a cursor for each statement).
+        self.execute = conn.execute if cursor is None else cursor.execute
         self.nested = False
 
     def __enter__(self) -> sqlite3.Connection:
         conn = self.conn
         if conn.in_transaction:
             self.nested = True
-            conn.execute("SAVEPOINT fermix_write")
+            self.execute("SAVEPOINT fermix_write")
         else:
-            conn.execute("BEGIN IMMEDIATE")
+            self.nested = False
+            self.execute("BEGIN IMMEDIATE")
         return conn
 
     def __exit__(self, kind: type[BaseException] | None, exc: object, tb: object) -> None:
         conn = self.conn
+        execute = self.execute
         if self.nested:
             if kind is None:
-                conn.execute("RELEASE fermix_write")
+                execute("RELEASE fermix_write")
             elif conn.in_transaction:
-                conn.execute("ROLLBACK TO fermix_write")
-                conn.execute("RELEASE fermix_write")
+                execute("ROLLBACK TO fermix_write")
+                execute("RELEASE fermix_write")
             return
         if kind is None:
             try:
-                conn.execute("COMMIT")
+                execute("COMMIT")
             except BaseException:
                 # A failed COMMIT (disk full): never leave the connection mid-transaction.
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    execute("ROLLBACK")
                 raise
         elif conn.in_transaction:
-            conn.execute("ROLLBACK")
+            execute("ROLLBACK")
 
 
-def write_transaction(conn: sqlite3.Connection) -> _WriteTransaction:
+def write_transaction(
+    conn: sqlite3.Connection, cursor: sqlite3.Cursor | None = None
+) -> _WriteTransaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, or a savepoint inside a batch's transaction.
 
     On an exception (also one raised by ``COMMIT``) the transaction or savepoint is rolled
-    back and the exception goes on.
+    back and the exception goes on. With *cursor* (one of *conn*'s) the transaction's own
+    statements run on it. The returned object may be entered again once it has exited.
     """
-    return _WriteTransaction(conn)
+    return _WriteTransaction(conn, cursor)
 
 
 @contextlib.contextmanager

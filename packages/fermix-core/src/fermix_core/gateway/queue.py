@@ -259,7 +259,11 @@ class ConversationQueue:
     async def _worker(self, key: ConversationKey, lane: _Lane) -> None:
         """Serve *lane*, then park for the next new lane (see the module docstring)."""
         while True:
-            await self._work(key, lane)
+            try:
+                while lane.jobs:
+                    await self._run(lane.jobs.popleft(), lane)
+            finally:
+                self._retire(key, lane)
             del key, lane  # a parked worker holds no lane (and so no job)
             if (
                 self._closed
@@ -280,13 +284,6 @@ class ConversationQueue:
                     self._idle_workers.remove(waiter)
                 raise
 
-    async def _work(self, key: ConversationKey, lane: _Lane) -> None:
-        try:
-            while lane.jobs:
-                await self._run(lane.jobs.popleft(), lane)
-        finally:
-            self._retire(key, lane)
-
     def _retire(self, key: ConversationKey, lane: _Lane) -> None:
         """*lane* ran dry (or the queue shut down): drop it, ending any job left in it."""
         # Jobs are left only on shutdown: they will never run.
@@ -303,7 +300,13 @@ class ConversationQueue:
         lane.active, lane.scope = job, scope
         finished = False
         try:
-            await self._execute(job, scope)
+            # _execute's body, in line: one coroutine less per turn.
+            job.started = True
+            with scope:
+                try:
+                    await self._executor.run_turn(job)
+                except Exception as exc:
+                    self._failed(job, exc)
             lane.active = lane.scope = None
             if scope.cancel_called:
                 job.stopped = True
@@ -336,9 +339,13 @@ class ConversationQueue:
             try:
                 await self._executor.run_turn(job)
             except Exception as exc:
-                # One broken turn must not take the queue (and every other chat) down.
-                job.error = exc
-                log.exception("turn on %s chat %s failed", job.message.channel, job.message.chat_id)
+                self._failed(job, exc)
+
+    @staticmethod
+    def _failed(job: TurnJob, exc: Exception) -> None:
+        # One broken turn must not take the queue (and every other chat) down.
+        job.error = exc
+        log.exception("turn on %s chat %s failed", job.message.channel, job.message.chat_id)
 
     async def _notify_stopped(self, job: TurnJob) -> None:
         try:

@@ -168,6 +168,9 @@ class SyncStore:
         #: The turn path's statements run on this one cursor (``conn.execute`` makes a new
         #: cursor per statement); each is consumed at once, never iterated across another.
         self._cur = conn.cursor()
+        #: The write transaction of the turn path's calls (begin, start and commit of a
+        #: turn), on that cursor; one at a time, so one object serves them all.
+        self._tx = write_transaction(conn, self._cur)
         self.path = path
         self._parsed = _ParsedCache()
         self._windows = _WindowCache()
@@ -238,21 +241,6 @@ class SyncStore:
         window = _Window(start, summary_id, top, summary, rows, keys)
         self._windows.put(conversation_id, window)
         return window
-
-    def _remember(
-        self, conversation_id: int, before: int, added: list[tuple[int, StoredMessage]]
-    ) -> None:
-        """Rows this connection just wrote (``(anchor_seq, row)``, every one visible in the
-        window) join the cached window, if it was current just before (newest seq *before*)."""
-        window = self._windows.peek(conversation_id)
-        if window is None:
-            return
-        if window.top != before:
-            self._windows.drop(conversation_id)
-            return
-        for anchor, stored in added:
-            window.add(anchor, stored)
-        self._windows.grew(conversation_id, len(added))
 
     def _next_seq(self, conversation_id: int) -> int:
         row = self.conn.execute(
@@ -356,9 +344,8 @@ class SyncStore:
         sender_name: str | None = None,
     ) -> TurnHandle:
         encoded = encode(user)
-        conn = self.conn
         try:
-            with write_transaction(conn):
+            with self._tx:
                 now = time.time()
                 state, newest_id = self._touch(conversation_id, now)
                 handle, opened = self._begin(
@@ -402,11 +389,10 @@ class SyncStore:
         :data:`SESSION_BLOCK` turns.
         """
         encoded = encode(user)
-        conn = self.conn
         sessions = self._sessions
         reserved = sessions[0] > sessions[1]
         try:
-            with write_transaction(conn):
+            with self._tx:
                 now = time.time()
                 state, newest_id = self._touch(conversation_id, now)
                 current = self._window(conversation_id, state)
@@ -489,7 +475,7 @@ class SyncStore:
             sender_name,
             speaker,
         )
-        self._remember(conversation_id, top, [(seq, stored)])
+        self._windows.extend(conversation_id, top, [(seq, stored)])
         return TurnHandle(turn_id, conversation_id, message_id), (conversation_id, speaker, seq)
 
     def _opened(self, turn_id: int, facts: tuple[int, str, int]) -> None:
@@ -518,11 +504,10 @@ class SyncStore:
         is read and the rows go after it. Otherwise the turn and the newest seq are read.
         """
         encoded = [encode(m) for m in messages]
-        conn = self.conn
         facts = self._open.get(turn_id)
         touched: int | None = None if facts is None else facts[0]
         try:
-            with write_transaction(conn):
+            with self._tx:
                 now = time.time()
                 flipped = self._cur.execute(
                     _FINISH_TURN,
@@ -569,7 +554,7 @@ class SyncStore:
                     )
                     for (message_id, seq), message in zip(ids, messages, strict=True)
                 ]
-                self._remember(conversation_id, top, added)
+                self._windows.extend(conversation_id, top, added)
         except BaseException:
             if touched is not None:
                 self._windows.drop(touched)
@@ -845,6 +830,21 @@ class _WindowCache:
 
     def peek(self, conversation_id: int) -> _Window | None:
         return self._items.get(conversation_id)
+
+    def extend(
+        self, conversation_id: int, before: int, added: list[tuple[int, StoredMessage]]
+    ) -> None:
+        """Rows just written (``(anchor_seq, row)``) join the conversation's window, if it
+        is cached and was current when its newest seq was *before*; else it is dropped."""
+        window = self._items.get(conversation_id)
+        if window is None:
+            return
+        if window.top != before:
+            self.drop(conversation_id)
+            return
+        for anchor, stored in added:
+            window.add(anchor, stored)
+        self.grew(conversation_id, len(added))
 
     def put(self, conversation_id: int, window: _Window) -> None:
         self.drop(conversation_id)
