@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from fermix_core.channel import ConversationKey
-from fermix_core.messages import Message, ToolCall, ToolResult, Usage
+from fermix_core.messages import ImagePart, Message, ToolCall, ToolResult, Usage
 from fermix_core.store import ConversationStore
+from fermix_core.store.engine import encode
 
 pytestmark = pytest.mark.anyio
 
@@ -308,3 +309,23 @@ async def test_a_turn_another_connection_stopped_cannot_commit_here(store, db_pa
         )
     assert "late" not in [m.message.text for m in await store.load_window(cid)]
     await assert_current(store, db_path, cid)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message.user("plain"),
+        Message.user('non-ASCII é ✓ \u2028 and <b>&amp;</b> "quoted" \\ back'),
+        Message.user("look", ImagePart(media_type="image/png", data=b"\x89PNG\x00\xff")),
+        Message.user(ImagePart(media_type="image/jpeg", path="abc.jpg")),
+        Message.assistant(
+            "calling", tool_calls=[ToolCall(id="c1", name="search", arguments={"q": "ü", "n": 3})]
+        ),
+        Message.tool(ToolResult(call_id="c1", name="search", content=["found"], is_error=True)),
+        Message.system("a summary"),
+    ],
+)
+def test_encode_stores_exactly_what_model_dump_json_writes(message: Message) -> None:
+    role, body, text = encode(message)
+    assert (role, body, text) == (message.role, message.model_dump_json(), message.text)
+    assert Message.model_validate_json(body) == message

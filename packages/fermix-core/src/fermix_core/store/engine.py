@@ -49,7 +49,9 @@ EncodedMessage = tuple[str, str, str]
 
 
 def encode(message: Message) -> EncodedMessage:
-    return message.role, message.model_dump_json(), message.text
+    # ``model_dump_json()`` without its Python wrapper, which passes fifteen keyword
+    # arguments (all defaults) on every call; the same serializer, the same JSON.
+    return message.role, message.__pydantic_serializer__.to_json(message).decode(), message.text
 
 
 _SESSION_COUNTER = "session"
