@@ -762,10 +762,11 @@ class _Window:
 
     ``rows`` in window order (``keys``: each row's ``(anchor_seq, seq)``), the summary
     apart (only an unfiltered view gets it), and the state it was current for: window start,
-    summary id and the conversation's newest seq (``top``).
+    summary id and the conversation's newest seq (``top``). ``used`` is the cache's access
+    count when the window was last used.
     """
 
-    __slots__ = ("keys", "rows", "start", "summary", "summary_id", "top")
+    __slots__ = ("keys", "rows", "start", "summary", "summary_id", "top", "used")
 
     def __init__(
         self,
@@ -782,6 +783,7 @@ class _Window:
         self.summary = summary
         self.rows = rows
         self.keys = keys
+        self.used = 0
 
     def add(self, anchor: int, stored: StoredMessage) -> None:
         """A row just written (its seq is the conversation's newest), in window order."""
@@ -810,15 +812,24 @@ class _WindowCache:
     A window is used only while its conversation's state (window start, summary id, newest
     seq) is what it was cached for, checked in the same transaction; rows this connection
     writes join it directly. Any other change (another process, compaction, ``/new``, a
-    stop marker, a failed write) sends the next turn back to the rows. Bounded by rows held
-    in total, least recently used conversation first out.
+    stop marker, a failed write) sends the next turn back to the rows.
+
+    Bounded by rows held in total. To make room, windows are evicted least recently used
+    first, but only *idle* ones: not used in the last :attr:`LIVE_USES` uses of the cache.
+    When every other window is live, the window that does not fit is the one left out (read
+    from the rows each time). Plain LRU would evict, under many conversations taking turns
+    whose windows together exceed the bound, exactly the window needed next, so that every
+    turn missed; this way the windows that fit keep hitting.
     """
 
     MAX_ROWS = 8192
+    #: A window used within this many uses of the cache (window reads) is live.
+    LIVE_USES = 256
 
     def __init__(self) -> None:
         self._items: OrderedDict[int, _Window] = OrderedDict()
         self._rows = 0
+        self._uses = 0
 
     def get(self, conversation_id: int, state: tuple[int, int | None, int]) -> _Window | None:
         window = self._items.get(conversation_id)
@@ -828,6 +839,8 @@ class _WindowCache:
             self.drop(conversation_id)
             return None
         self._items.move_to_end(conversation_id)
+        self._uses += 1
+        window.used = self._uses
         return window
 
     def peek(self, conversation_id: int) -> _Window | None:
@@ -846,26 +859,41 @@ class _WindowCache:
             return
         for anchor, stored in added:
             window.add(anchor, stored)
-        self.grew(conversation_id, len(added))
+        self._rows += len(added)
+        if len(window.rows) > self.MAX_ROWS // 4 or not self._room(0, conversation_id):
+            self.drop(conversation_id)
 
     def put(self, conversation_id: int, window: _Window) -> None:
         self.drop(conversation_id)
         if len(window.rows) > self.MAX_ROWS // 4:
             return  # a very long window is read each time rather than crowding out the rest
+        self._uses += 1
+        if not self._room(len(window.rows) + 1, conversation_id):
+            return  # every cached window is live: this one is read each time
+        window.used = self._uses
         self._items[conversation_id] = window
-        self.grew(conversation_id, len(window.rows) + 1)
+        self._rows += len(window.rows) + 1
 
-    def grew(self, conversation_id: int, rows: int) -> None:
-        self._rows += rows
-        if len(self._items[conversation_id].rows) > self.MAX_ROWS // 4:
-            self.drop(conversation_id)
-            return
-        while self._rows > self.MAX_ROWS and len(self._items) > 1:
-            oldest = next(iter(self._items))
-            if oldest == conversation_id:
-                self._items.move_to_end(oldest)
+    def _room(self, rows: int, keep: int) -> bool:
+        """Evict idle windows (least recently used first, never *keep*) until *rows* more
+        fit under the bound; whether they do."""
+        over = self._rows + rows - self.MAX_ROWS
+        if over <= 0:
+            return True
+        horizon = self._uses - self.LIVE_USES
+        idle: list[int] = []
+        for conversation_id, window in self._items.items():
+            if conversation_id == keep:
                 continue
-            self.drop(oldest)
+            if window.used > horizon:
+                break  # in order of use: every window after this one is live too
+            idle.append(conversation_id)
+            over -= len(window.rows) + 1
+            if over <= 0:
+                break
+        for conversation_id in idle:
+            self.drop(conversation_id)
+        return over <= 0
 
     def drop(self, conversation_id: int) -> None:
         window = self._items.pop(conversation_id, None)
