@@ -26,7 +26,7 @@ import asyncio
 import contextvars
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -146,7 +146,7 @@ class ConversationQueue:
         if job.background:
             scope = self._new_scope()
             self._background[job] = scope
-            self._tg.start_soon(self._run_background, job, scope)
+            self._tg.start_soon(self._execute, job, scope, None)
             return
         key = job.key
         lane = self._lanes.get(key)
@@ -295,57 +295,44 @@ class ConversationQueue:
             del self._lanes[key]
         self._check_idle()
 
-    async def _run(self, job: TurnJob, lane: _Lane) -> None:
+    def _run(self, job: TurnJob, lane: _Lane) -> Coroutine[Any, Any, None]:
+        """Make *job* its lane's active one, in a new cancel scope; the run to await (a plain
+        function returning :meth:`_execute`'s coroutine: one coroutine per turn, not two)."""
         scope = self._new_scope()
         lane.active, lane.scope = job, scope
+        return self._execute(job, scope, lane)
+
+    async def _execute(self, job: TurnJob, scope: anyio.CancelScope, lane: _Lane | None) -> None:
+        """Run *job* in *scope*; then report it stopped if the scope was cancelled, and set
+        its ``done`` whatever happened. *lane* is the job's lane (None: a background job)."""
         finished = False
         try:
-            # _execute's body, in line: one coroutine less per turn.
             job.started = True
             with scope:
                 try:
                     await self._executor.run_turn(job)
                 except Exception as exc:
-                    self._failed(job, exc)
-            lane.active = lane.scope = None
+                    # One broken turn must not take the queue (and every other chat) down.
+                    job.error = exc
+                    log.exception(
+                        "turn on %s chat %s failed", job.message.channel, job.message.chat_id
+                    )
+            if lane is not None:
+                lane.active = lane.scope = None
             if scope.cancel_called:
                 job.stopped = True
                 await self._notify_stopped(job)
             finished = True
         finally:
-            lane.active = lane.scope = None
+            if lane is not None:
+                lane.active = lane.scope = None
+            else:
+                self._background.pop(job, None)
             if not finished:
                 job.stopped = True
             job.done.set()
-
-    async def _run_background(self, job: TurnJob, scope: anyio.CancelScope) -> None:
-        finished = False
-        try:
-            await self._execute(job, scope)
-            if scope.cancel_called:
-                job.stopped = True
-                await self._notify_stopped(job)
-            finished = True
-        finally:
-            self._background.pop(job, None)
-            if not finished:
-                job.stopped = True
-            job.done.set()
-            self._check_idle()
-
-    async def _execute(self, job: TurnJob, scope: anyio.CancelScope) -> None:
-        job.started = True
-        with scope:
-            try:
-                await self._executor.run_turn(job)
-            except Exception as exc:
-                self._failed(job, exc)
-
-    @staticmethod
-    def _failed(job: TurnJob, exc: Exception) -> None:
-        # One broken turn must not take the queue (and every other chat) down.
-        job.error = exc
-        log.exception("turn on %s chat %s failed", job.message.channel, job.message.chat_id)
+            if lane is None:
+                self._check_idle()
 
     async def _notify_stopped(self, job: TurnJob) -> None:
         try:
