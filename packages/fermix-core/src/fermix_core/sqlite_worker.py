@@ -61,7 +61,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from pathlib import Path
 from typing import Any
 
@@ -199,14 +199,11 @@ def _is_locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether *loop* has other callbacks ready to run now (other tasks mid-turn).
-
-    Reads the ready queue of asyncio's own loop; a loop without one (uvloop) says no, so
-    every call runs inline at once as it would alone.
-    """
-    ready = getattr(loop, "_ready", None)
-    return bool(ready)
+def _ready_queue(loop: asyncio.AbstractEventLoop) -> Sized | None:
+    """*loop*'s queue of callbacks ready to run now: not empty while other tasks are
+    mid-turn. asyncio's own loop keeps one deque for its life; a loop without one (uvloop)
+    gives None, so every call runs inline at once as it would alone."""
+    return getattr(loop, "_ready", None)
 
 
 def _settle(calls: list[_Call]) -> None:
@@ -266,6 +263,8 @@ class SqliteWorker:
         #: checkpoints and cancel scopes, without a per-call async-library lookup).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._backend: type[AsyncBackend] | None = None
+        #: That loop's ready queue (see _ready_queue), read by every inline call.
+        self._ready: Sized | None = None
         self._stopped = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -277,6 +276,7 @@ class SqliteWorker:
         """anyio's backend for *loop* (the calls' loop rarely changes: looked up once)."""
         if loop is not self._loop:
             self._backend = anyio.lowlevel.current_token().backend_class
+            self._ready = _ready_queue(loop)
             self._loop = loop
         backend = self._backend
         assert backend is not None
@@ -330,7 +330,7 @@ class SqliteWorker:
         await backend.checkpoint_if_cancelled()
         if self._stopped or fn not in self.batchable:
             return await self.call(fn, *args, **kwargs)
-        if self._in_flight or self._pending or _others_ready(loop):
+        if self._in_flight or self._pending or self._ready:
             return await self._collect(loop, backend, _Call(fn, args, kwargs))
         try:
             result = fn(*args, **kwargs)
