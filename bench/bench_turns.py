@@ -25,7 +25,12 @@ scenarios and budgets are the runtime issue's:
   database; ≤ 60 MiB.
 
 Every run records the load average: on the shared 2-core machine the wall-clock figures
-move with other work, the CPU-per-turn figures much less.
+move with other work, the CPU-per-turn figures much less. The sequential scenarios and
+every round of ``multi_conversation_throughput`` also record what ran beside their turns
+(``alongside`` / ``rounds``: history-index transactions and message ids indexed, the
+store's background checkpoints, store calls retried on a ``memory.db`` locked by the
+indexer, collector runs), and ``bench/run.py`` a speed probe before and after, so a slow
+machine can be told from a slow turn.
 
 Plugin tools are third-party, so by default their schemas are deferred behind
 ``tool_search``; the scenarios switch deferral off so all 5 or 30 schemas travel on every
@@ -279,6 +284,38 @@ class GcTimer:
         }
 
 
+def background(fx: Any, collector: GcTimer | None = None) -> dict[str, int]:
+    """Counters of the work that runs beside the turns (read, not changed, by the benchmark).
+
+    The history indexer's catch-up transactions and the message ids they covered, the
+    store's background checkpoints, the store calls' short retries of a ``memory.db`` held
+    locked by another connection (the indexer), and the collector's runs. Differences of two
+    snapshots say what else ran during a measurement, so a slow minute of the machine can be
+    told from a measurement that paid for indexing or collections.
+    """
+    service = fx.service
+    memory = getattr(service.history_index, "memory", None)
+    store = service.store
+    counters = {
+        "history_transactions": getattr(memory, "history_transactions", 0),
+        "history_ids_indexed": getattr(memory, "history_indexed", 0),
+        "store_checkpoints": store.checkpointer.runs,
+        "store_locked_retries": store.worker.quick_retries,
+    }
+    if collector is not None:
+        for generation, count in enumerate(collector.collections):
+            counters[f"gc_gen{generation}"] = count
+        counters["gc_us"] = round(collector.seconds * 1e6)
+    return counters
+
+
+def since(before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: after[k] - before[k] for k in after}
+    if "gc_us" in out:
+        out["gc_ms"] = round(out.pop("gc_us") / 1000, 1)
+    return out
+
+
 def percentile(sorted_values: list[float], q: float) -> float:
     """Nearest-rank percentile of an already sorted list."""
     if not sorted_values:
@@ -345,6 +382,7 @@ async def sequential(
         for i in range(WARMUP_TURNS):
             check(await fx.ask("warm up", session=f"warm-{i % 5}"), what)
         overhead, walls, provider = [], [], []
+        before = background(fx)
         started, cpu = time.perf_counter(), time.process_time()
         with GcTimer() as collector:
             for i in range(samples):
@@ -355,6 +393,7 @@ async def sequential(
                 provider.append(spent)
                 overhead.append(wall - spent)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        alongside = since(before, background(fx))
     return {
         "tools": tools,
         "tools_on_wire": plugin.clock.tools_on_wire,
@@ -365,6 +404,7 @@ async def sequential(
         "cpu_ms_per_turn": round(cpu / samples * 1000, 3),
         "tool_calls_per_turn": len(outcome.tool_calls),
         "gc": collector.report(elapsed),
+        "alongside": alongside,
     }
 
 
@@ -569,6 +609,7 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
     """
     plugin = BenchPlugin(5, text_answer)
     latencies: list[float] = []
+    per_round = MULTI_CONVERSATIONS * MULTI_TURNS_PER_ROUND
     async with open_bench(home, plugin) as fx:
 
         async def conversation(session: str, record: bool) -> None:
@@ -590,12 +631,23 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
         await round_([f"warm-{c}" for c in conversations], False)
         worker = fx.service.store.worker
         calls, transactions = worker.calls, worker.batches
+        short: list[float] = []
+        rounds: list[dict[str, Any]] = []
         started, cpu = time.perf_counter(), time.process_time()
         with GcTimer() as collector:
-            short = [
-                await round_([f"r{r}-c{c}" for c in conversations], True)
-                for r in range(MULTI_ROUNDS)
-            ]
+            for r in range(MULTI_ROUNDS):
+                # What else ran in each round (indexing, checkpoints, collections) and the
+                # round's CPU per turn, beside its turns per second.
+                before, round_cpu = background(fx, collector), time.process_time()
+                short.append(await round_([f"r{r}-c{c}" for c in conversations], True))
+                round_cpu = time.process_time() - round_cpu
+                rounds.append(
+                    {
+                        "turns_per_s": round(short[-1], 1),
+                        "cpu_ms_per_turn": round(round_cpu / per_round * 1000, 3),
+                        **since(before, background(fx, collector)),
+                    }
+                )
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         calls, transactions = worker.calls - calls, worker.batches - transactions
         growing = [
@@ -603,7 +655,6 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
             for _ in range(MULTI_GROWING_ROUNDS)
         ]
         load = fx.service.queue.load()
-    per_round = MULTI_CONVERSATIONS * MULTI_TURNS_PER_ROUND
     window_step = 2 * MULTI_TURNS_PER_ROUND
     return {
         "conversations": MULTI_CONVERSATIONS,
@@ -615,6 +666,7 @@ async def multi_conversation(home: Path) -> dict[str, Any]:
         "cpu_ms_per_turn": round(cpu / (per_round * MULTI_ROUNDS) * 1000, 3),
         "ask_latency": distribution(latencies),
         "gc": collector.report(elapsed),
+        "rounds": rounds,
         # Group commit: store calls per SQLite transaction on the store's thread.
         "store_calls": calls,
         "store_transactions": transactions,
@@ -704,9 +756,15 @@ SCENARIOS: dict[str, Callable[[Path], Any]] = {
 
 
 async def _scenarios(root: Path, names: list[str]) -> dict[str, Any]:
+    from run import speed_probe_ms  # bench/ is on sys.path: run.py's probe, not a copy
+
     results: dict[str, Any] = {}
     for name in names:
+        # The VM's speed drifts minute to minute: a probe right before each scenario (not
+        # inside what it times) says how fast the machine was for that scenario.
+        probe = speed_probe_ms()
         results[name] = await SCENARIOS[name](root / name)
+        results[name]["speed_probe_ms_before"] = probe
     return results
 
 

@@ -1,6 +1,7 @@
 """What a cold, daemon-less ``fermix ask`` loads: a config, one provider call, one store
 append — not the job scheduler, MCP, the channel runtime, setup or doctor machinery, the
-daemon client, the tool implementations, PyYAML, nor a CA bundle for an ``http://`` model.
+daemon client, the tool implementations, the first-party plugins' registration modules,
+PyYAML, nor a TLS context for an ``http://`` model.
 
 Deterministic stand-in for the cold-ask budget (``bench/bench_cold_ask.py`` measures the
 time): it runs the real console entry point twice in fresh interpreters against a loopback
@@ -36,8 +37,11 @@ sys.argv = ["fermix", "ask", "hi", "--session", sys.argv[1]]
 code = main()  # as the console script runs it
 frozen = gc.get_freeze_count()
 gc.unfreeze()  # get_objects() does not list the permanent generation
-trust = [c for c in gc.get_objects() if type(c).__name__ == "DeferredTrustContext"]
+objects = gc.get_objects()
+lazy = [c for c in objects if type(c).__name__ == "LazyTrustContext"]
+trust = [c for c in objects if type(c).__name__ == "DeferredTrustContext"]
 print(json.dumps({"code": code, "modules": sorted(sys.modules),
+                  "lazy_built": [c.built for c in lazy],
                   "trust_loaded": [c.trust_loaded for c in trust], "frozen": frozen,
                   "compiled": len(compiled)}))
 """
@@ -83,6 +87,14 @@ NOT_NEEDED = (
     "zipfile",  # prompt templates are read as files; importlib.resources only if zipped
     "typer",
     "click",
+    # First-party plugins' registration modules: their specs come from the cache.
+    "fermix_channels",  # (and no channel runs in a one-off ask)
+    "fermix_tools",  # (a tool's module loads when the model calls it)
+    "fermix_providers.anthropic",
+    "fermix_providers.openai.plugin",
+    "fermix_providers.ollama.plugin",
+    "fermix_providers.transcription",
+    "fermix_providers.listing",  # model listing and probes; a turn needs only the base URL
 )
 
 
@@ -129,6 +141,7 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     assert (home / "cache" / "tool-definitions.json").exists()
     assert (home / "cache" / "skill-front-matter.json").exists()
     assert (home / "cache" / "config-model-shapes.json").exists()
+    assert (home / "cache" / "plugin-specs.json").exists()
 
     second = run("second")
     assert second["code"] == 0
@@ -137,5 +150,7 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     ]
     assert loaded == []
     assert second["compiled"] == 0  # every generated dataclass method came from the cache
-    # The runtime's client never loaded certificates: the model is plain http://.
-    assert second["trust_loaded"] and not any(second["trust_loaded"])
+    # The runtime's client never built a TLS context, let alone loaded certificates: the
+    # model is plain http://.
+    assert second["lazy_built"] and not any(second["lazy_built"])
+    assert not any(second["trust_loaded"])

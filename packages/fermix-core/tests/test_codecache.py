@@ -138,9 +138,11 @@ def _with_index(index) -> bytes:
         codecache._header() + b"\xff" * 8 + b"garbage",  # an index larger than the file
         _GOOD[:-3],  # truncated: the item runs past the end
         _with_index(["a", "list"]),
-        _with_index({"source text": (_START + 20, 5)}),
-        _with_index({b"k" * 16: (10**9, 5)}),  # an item outside the file
-        _with_index({b"k" * 16: (0, 5)}),  # an item inside the header
+        _with_index({"source text": codecache._where(_START + 20, 5)}),
+        _with_index({b"k" * 16: codecache._where(10**9, 5)}),  # an item outside the file
+        _with_index({b"k" * 16: codecache._where(0, 5)}),  # an item inside the header
+        _with_index({b"k" * 16: (_START + 20, 5)}),  # format 4's (offset, length) tuples
+        _with_index({b"k" * 16: -1}),
         codecache._pack({b"k" * 16: _entry("not code")}),  # a valid index, an invalid item
         codecache._header() + marshal.dumps({b"k" * 16: _CODE}),  # the previous format
     ],
@@ -154,6 +156,8 @@ def _with_index(index) -> bytes:
         "str-key",
         "outside",
         "in-header",
+        "tuple-place",
+        "negative-place",
         "value",
         "old-format",
     ],

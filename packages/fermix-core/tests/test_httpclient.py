@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fermix_core.httpclient import DeferredTrustContext, runtime_client
+from fermix_core.httpclient import DeferredTrustContext, LazyTrustContext, runtime_client
 
 pytest.importorskip("cryptography.x509")
 from fermix_core.testing.tls import make_pki, serve_tls
@@ -18,11 +18,47 @@ pytestmark = pytest.mark.anyio
 
 async def test_building_the_client_loads_no_certificates() -> None:
     async with runtime_client() as client:
-        context = client._transport._pool._ssl_context  # what every connection will use
-        assert isinstance(context, DeferredTrustContext)
+        lazy = client._transport._pool._ssl_context  # what every connection will use
+        assert isinstance(lazy, LazyTrustContext) and not lazy.built  # no SSLContext yet
+        context = lazy.context
+        assert isinstance(context, DeferredTrustContext) and lazy.context is context
         assert context.cert_store_stats()["x509_ca"] == 0 and not context.trust_loaded
         assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+        assert lazy.verify_mode == ssl.CERT_REQUIRED  # anything else is the built one's
         assert client.follow_redirects is False
+
+
+async def test_the_tls_context_is_built_by_the_first_tls_connection_and_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server_ctx, _ = make_pki(tmp_path, "localhost", ip="127.0.0.1")
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    async with serve_tls(server_ctx) as server, runtime_client() as client:
+        lazy = client._transport._pool._ssl_context
+        assert not lazy.built
+        first = await client.get(f"https://127.0.0.1:{server.port}/one")
+        assert lazy.built and lazy.context.trust_loaded
+        context = lazy.context
+        # A second connection (the first one closed) uses the same, already loaded context.
+        await client._transport._pool.aclose()
+        second = await client.get(f"https://127.0.0.1:{server.port}/two")
+        assert lazy.context is context
+    assert first.status_code == second.status_code == 200
+    assert [r.split(b" ")[1] for r in server.requests] == [b"/one", b"/two"]
+
+
+def test_clients_whose_context_httpx_reads_itself_get_a_real_one() -> None:
+    """The lean client (its own transport in front), proxies and mounts: httpx or the
+    lean transport use the context directly, so it is a real (still deferred) one."""
+    lean = runtime_client(lean=True)
+    proxied = runtime_client(proxy="http://127.0.0.1:9")
+    for client in (lean, proxied):
+        contexts = [
+            getattr(getattr(t, "_pool", None), "_ssl_context", None)
+            for t in [client._transport, *client._mounts.values()]
+        ]
+        assert not any(isinstance(c, LazyTrustContext) for c in contexts)
+    assert isinstance(proxied._transport._pool._ssl_context, DeferredTrustContext)
 
 
 def test_the_first_wrap_loads_the_trust_store_once() -> None:

@@ -120,7 +120,15 @@ def assemble(
     except ConfigError as exc:
         document_error = exc
 
-    host = PluginHost()
+    spec_cache = None
+    if entry_points:
+        from fermix_core import startup
+
+        if startup.active():  # a one-off command: first-party specs from the home's cache
+            from fermix_core.plugins.spec_cache import SpecCache
+
+            spec_cache = SpecCache.for_home(home)
+    host = PluginHost(spec_cache=spec_cache)
     host.register(
         builtin_plugin, BUILTIN_PLUGIN_NAME, distribution="fermix-core", version=__version__
     )

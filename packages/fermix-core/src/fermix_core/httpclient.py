@@ -97,6 +97,45 @@ class DeferredTrustContext(ssl.SSLContext):
         return super().wrap_bio(*args, **kwargs)
 
 
+class LazyTrustContext:
+    """The pool's TLS context until a TLS connection needs one: a
+    :class:`DeferredTrustContext` built on first use, once, and shared from then on.
+
+    Merely creating an ``ssl.SSLContext`` (OpenSSL's ``SSL_CTX_new`` and the cipher and
+    group tables behind it) adds about 0.45 MiB to a process, which a one-off ``fermix
+    ask`` to a model on ``http://`` never needs. httpcore asks the pool's context for
+    nothing before a TLS connection opens; then it sets the ALPN protocols on it and hands
+    it to the network stream's ``start_tls``, where :func:`_network_backend`'s stream
+    passes on :attr:`context` instead. Any other attribute is the built context's.
+    """
+
+    def __init__(self, *, trust_env: bool = True) -> None:
+        self._trust_env = trust_env
+        self._context: DeferredTrustContext | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._context is not None
+
+    @property
+    def context(self) -> DeferredTrustContext:
+        if self._context is None:
+            with self._lock:
+                if self._context is None:
+                    self._context = DeferredTrustContext(trust_env=self._trust_env)
+        return self._context
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.context, name)
+
+
+def _real_context(context: Any) -> Any:
+    return context.context if isinstance(context, LazyTrustContext) else context
+
+
 def _readable(sock: Any) -> bool:
     """Whether *sock* has something to read now (for an idle connection: the server's EOF)."""
     try:
@@ -154,6 +193,10 @@ def _network_backend() -> Any:
             await self._inner.aclose()
 
         async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
+            if args:
+                args = (_real_context(args[0]), *args[1:])
+            if "ssl_context" in kwargs:
+                kwargs["ssl_context"] = _real_context(kwargs["ssl_context"])
             return Stream(await self._inner.start_tls(*args, **kwargs))
 
         def get_extra_info(self, info: str) -> Any:
@@ -371,10 +414,17 @@ def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
     )
     kwargs.setdefault("follow_redirects", False)
     verify = kwargs.pop("verify", None)
-    if verify is None:
-        verify = DeferredTrustContext(trust_env=kwargs.get("trust_env", True))
     # Transport-level settings of httpx's own (HTTP/2, client certificates) keep its transport.
-    if "transport" not in kwargs and not _TRANSPORT_OPTIONS & kwargs.keys():
+    pooled_only = "transport" not in kwargs and not _TRANSPORT_OPTIONS & kwargs.keys()
+    if verify is None:
+        trust_env = kwargs.get("trust_env", True)
+        if pooled_only and not lean and not {"proxy", "mounts"} & kwargs.keys():
+            # Only the pooled transport (whose streams unwrap it) ever sees this context:
+            # httpx reads ``verify`` only to build transports of its own (proxies, mounts).
+            verify = LazyTrustContext(trust_env=trust_env)
+        else:
+            verify = DeferredTrustContext(trust_env=trust_env)
+    if pooled_only:
         limits = kwargs["limits"]
         trust_env = kwargs.get("trust_env", True)
         pooled = _transport_class()(verify=verify, limits=limits, trust_env=trust_env)

@@ -60,6 +60,23 @@ def begin(environ: Any = None) -> None:
         sys.meta_path.insert(0, _state["finder"])
 
 
+def active() -> bool:
+    """Whether :func:`begin` started this command (the console ``fermix ask``) and it has
+    not ended: the one-off command's caches (:mod:`fermix_core.plugins.spec_cache`) apply."""
+    return _state is not None
+
+
+def once(name: str, compute: Any) -> Any:
+    """``compute()``, computed once while the one-off command runs (see :func:`active`)
+    and every time otherwise (a long-lived process must see changes)."""
+    if _state is None:
+        return compute()
+    memo = _state.setdefault("once", {})
+    if name not in memo:
+        memo[name] = compute()
+    return memo[name]
+
+
 def booted() -> None:
     """Start-up is over: freeze what survived it and collect every generation again."""
     if _state is None or _state["booted"]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 from fermix_core.memory import MemoryCategory, Provenance, sqlite_engine
 from fermix_core.memory.sqlite import SCHEMA_VERSION, SqliteMemoryBackend
@@ -48,7 +50,7 @@ def assert_counts_match(path: Path) -> None:
 
 def add_messages(path: Path, texts: list[str]) -> None:
     with raw(path) as conn:
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")  # as the store appends: waits for an indexer's lock
         start = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
         conn.executemany(
             "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, speaker, "
@@ -204,10 +206,139 @@ async def test_a_stepped_catch_up_leaves_the_write_lock_free_between_transaction
     try:
         add_messages(path, [f"stepped walrus {i}" for i in range(9)])
         assert await backend.catch_up_history(step=4) == 9
-        assert covered == [4, 4, 1, 0]
-        assert taken == [1, 2, 3], "the lock was free after every transaction"
-        assert len(await backend.search_history("walrus", limit=20)) == 9
+        assert covered == [4, 4, 1], "a step short of 4 reached the newest message: done"
+        assert taken == [1, 2], "the lock was free after every transaction"
+        add_messages(path, ["stepped walrus late"])
+        assert await backend.catch_up_history(step=4) == 1
+        assert await backend.catch_up_history(step=4) == 0
+        assert covered == [4, 4, 1, 1, 0]
+        assert len(await backend.search_history("walrus", limit=20)) == 10
         assert_counts_match(path)
     finally:
         other.close()
+        await backend.aclose()
+
+
+def sync_memory(path: Path) -> sqlite_engine.SyncMemory:
+    from fermix_core.memory.sqlite_schema import connect
+
+    return sqlite_engine.SyncMemory(connect(path), path)
+
+
+def fts_rows(path: Path, word: str) -> int:
+    """Messages the history index (not its content table) holds *word* for."""
+    with raw(path) as conn:
+        sql = "SELECT COUNT(*) FROM memory_history_fts WHERE memory_history_fts MATCH ?"
+        return conn.execute(sql, (word,)).fetchone()[0]
+
+
+async def test_a_catch_up_transaction_is_one_statement(tmp_path: Path) -> None:
+    """The write lock is taken and released inside one statement: no BEGIN/COMMIT from
+    Python, so the indexing thread never needs the GIL back while it holds the lock."""
+    path = await new_home(tmp_path)
+    sync = sync_memory(path)
+    statements: list[str] = []
+    try:
+        add_messages(path, [f"single heron {i}" for i in range(9)])
+        assert sync.catch_up_batch(100) == 9  # creates the temporary trigger first
+        sync.conn.set_trace_callback(statements.append)
+        add_messages(path, [f"single egret {i}" for i in range(5)])
+        assert sync.catch_up_batch(3) == 3
+        assert not sync.conn.in_transaction
+        assert sync.catch_up_batch(3) == 2
+        assert sync.catch_up_batch(3) == 0
+        sync.conn.set_trace_callback(None)
+        # Statements FTS5 runs for itself start with "--"; the trace repeats a statement
+        # for each step of its trigger: keep one run of each of ours.
+        ours = [s for s in statements if not s.startswith("--")]
+        mine = [s for i, s in enumerate(ours) if i == 0 or ours[i - 1] != s]
+        writes = [s for s in mine if not s.lstrip().upper().startswith("SELECT")]
+        assert writes == ["INSERT INTO temp.memory_catch_up (step) VALUES (3)"] * 2, mine
+        assert fts_rows(path, "single") == 14
+        found = sync.search_history(["egret*"], 20, None)
+        assert sorted(m.text for m in found) == [f"single egret {i}" for i in range(5)]
+        assert_counts_match(path)
+    finally:
+        sync.close()
+
+
+async def test_a_failing_catch_up_step_leaves_nothing_half_indexed(tmp_path: Path) -> None:
+    """Any step of the one statement failing rolls back all of it: no index rows, no word
+    counts, the watermark where it was; the next catch-up indexes everything."""
+    path = await new_home(tmp_path)
+    sync = sync_memory(path)
+    try:
+        add_messages(path, [f"atomic plover {i}" for i in range(6)])
+        assert sync.catch_up_batch(2) == 2
+        with raw(path) as conn:
+            conn.execute(
+                "CREATE TRIGGER fail_watermark BEFORE UPDATE ON memory_state "
+                "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+            )
+        with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+            sync.catch_up_batch(2)
+        assert not sync.conn.in_transaction
+        assert fts_rows(path, "plover") == 2
+        assert sync._watermark() == 2
+        assert_counts_match(path)
+        with raw(path) as conn:
+            conn.execute("DROP TRIGGER fail_watermark")
+        assert sync.catch_up_history() == 4
+        assert fts_rows(path, "plover") == 6
+        assert_counts_match(path)
+    finally:
+        sync.close()
+
+
+async def test_a_stale_catch_up_never_indexes_a_message_twice(tmp_path: Path) -> None:
+    """Two processes catching up the same file: the statement reads the watermark inside
+    its own transaction, so one that read an old watermark before adds nothing twice."""
+    path = await new_home(tmp_path)
+    first, second = sync_memory(path), sync_memory(path)
+    try:
+        add_messages(path, [f"twice sandpiper {i}" for i in range(7)])
+        assert second.catch_up_batch(1) == 1  # its trigger exists now
+        assert first.catch_up_history() == 6
+        # What `second` would run after reading the old watermark (1) a moment ago:
+        second.conn.execute("INSERT INTO temp.memory_catch_up (step) VALUES (100)")
+        assert fts_rows(path, "sandpiper") == 7
+        assert second._watermark() == 7
+        assert_counts_match(path)
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_replies_that_never_stop_are_indexed_while_they_keep_coming(
+    tmp_path: Path,
+) -> None:
+    """A flood of replies never leaves the indexer waiting for a quiet moment: the
+    catch-up chases the newest message, step by step, while replies keep arriving."""
+    from fermix_core.memory.history_index import HistoryIndexer
+
+    path = await new_home(tmp_path)
+    backend = await SqliteMemoryBackend.open(path)
+    indexer = HistoryIndexer(backend, delay=0)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(indexer.serve)
+            add_messages(path, [f"flood albatross {i}" for i in range(300)])
+            indexer.note_reply()
+            for wave in range(20_000):  # ends as soon as they are: a few dozen waves
+                if backend.history_indexed >= 300:
+                    break
+                add_messages(path, [f"flood wave {wave} a", f"flood wave {wave} b"])
+                indexer.note_reply()
+                await anyio.lowlevel.checkpoint()
+            else:
+                pytest.fail("the first 300 messages were not indexed while replies kept coming")
+            tg.cancel_scope.cancel()
+        assert backend.history_transactions >= 2, "in steps, not one transaction at the end"
+        assert fts_rows(path, "albatross") == 300
+        assert await backend.search_history("albatross 299") != []
+        await indexer.flush()
+        await backend.catch_up_history()
+        assert (await backend.describe())["history"]["ids_not_indexed_yet"] == 0
+        assert_counts_match(path)
+    finally:
         await backend.aclose()

@@ -139,3 +139,23 @@ def test_assembly_without_a_home_neither_creates_it_nor_caches(tmp_path: Path) -
     home = FermixHome(tmp_path / "home")
     assemble(home, environ={"FERMIX_LOAD_PLUGINS": ""})
     assert not home.path.exists()
+
+
+def test_a_one_off_command_stamps_sys_path_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fermix_core import startup
+
+    calls: list[object] = []
+    real = discovery._installed_stamp
+
+    def counting(path):
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(discovery, "_installed_stamp", counting)
+    installed_stamp()
+    installed_stamp()
+    assert len(calls) == 2  # a long-lived process sees what gets installed meanwhile
+    monkeypatch.setattr(startup, "_state", {"booted": True})  # as begin() leaves it
+    first = installed_stamp()
+    assert installed_stamp() == first and len(calls) == 3
+    assert installed_stamp(["/nonexistent"]) and len(calls) == 4  # another path: computed

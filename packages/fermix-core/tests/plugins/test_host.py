@@ -16,20 +16,6 @@ def make_module(name: str, source: str) -> ModuleType:
     return module
 
 
-@pytest.fixture
-def modules(tmp_path, monkeypatch):
-    """Write importable plugin modules into a temp dir on sys.path."""
-
-    def write(name: str, source: str) -> str:
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        return name
-
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield write
-    for name in [m for m in sys.modules if m.startswith("fx_test_")]:
-        del sys.modules[name]
-
-
 def ep(name, value, dist="fermix-test", version="0.0.1"):
     return SimpleNamespace(name=name, value=value, dist=SimpleNamespace(name=dist, version=version))
 
@@ -401,3 +387,54 @@ def test_a_first_party_module_registered_in_process_stays_first_party() -> None:
     assert record.distribution == "fermix-tools" and record.first_party
     other = host.register(make_module("fx_app_plugin", "x = 1"), "app.thing")
     assert other.distribution is None and not other.first_party
+
+
+def test_every_marked_attribute_is_registered_and_called_whatever_its_form() -> None:
+    """pluggy is told which attributes carry the marker; none of them may be missed: a
+    module's functions, a class's static and class methods with the marker above or below
+    the decorator, and a plain instance's methods."""
+    module = make_module(
+        "fx_app_forms",
+        """
+        from fermix_core.hookspecs import hookimpl
+        from fermix_core.specs import CommandSpec
+
+        helper = len  # a callable that is not a hook
+
+        @hookimpl
+        def fermix_commands():
+            return [CommandSpec(name="from_module", handler="x:y", help="m.")]
+        """,
+    )
+
+    class Below:
+        @staticmethod
+        @hookimpl
+        def fermix_commands():
+            return [CommandSpec(name="static_below", handler="x:y", help="s.")]
+
+    class Above:
+        @hookimpl
+        @classmethod
+        def fermix_commands(cls):
+            return [CommandSpec(name="class_above", handler="x:y", help="c.")]
+
+    class Instance:
+        @hookimpl
+        def fermix_commands(self):
+            return [CommandSpec(name="instance", handler="x:y", help="i.")]
+
+    host = PluginHost()
+    records = [
+        host.register(module, "app.module"),
+        host.register(Below, "app.below"),
+        host.register(Above, "app.above"),
+        host.register(Instance(), "app.instance"),
+    ]
+    assert [(r.status, r.hooks) for r in records] == [("loaded", ["fermix_commands"])] * 4
+    names = set(host.collect().typed(CommandSpec))
+    assert {"from_module", "static_below", "class_above", "instance"} <= names
+    # A plugin registered after them is still scanned in full (nothing left over).
+    late = host.register(make_module("fx_app_late", GOOD), "app.late")
+    assert late.status == "loaded" and late.hooks == ["fermix_tools"]
+    assert host.pm.candidates is None

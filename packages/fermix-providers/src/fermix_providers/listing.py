@@ -20,7 +20,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from fermix_core.specs import ModelInfo
@@ -28,6 +27,7 @@ from fermix_core.specs import ModelInfo
 from fermix_providers import catalog
 from fermix_providers.http.base import new_client
 from fermix_providers.http.errors import server_sentence
+from fermix_providers.ollama.urls import ollama_compat_base, ollama_native_root
 
 __all__ = [
     "OPENROUTER_BASE_URL",
@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
-OLLAMA_DEFAULT_ROOT = "http://localhost:11434"
 #: Listing and probing are interactive; a slow answer is reported, not waited out.
 LOOKUP_TIMEOUT_SECONDS = 10.0
 _OLLAMA_HELP = "start it with `ollama serve`, or install it from https://ollama.com/download"
@@ -94,22 +93,6 @@ class ProbeResult:
 
 
 # --------------------------------------------------------------------------- URLs
-
-
-def ollama_native_root(base_url: str | None) -> str:
-    """The server root for the native ``/api`` routes, from the OpenAI-compatible base URL."""
-    base = (base_url or OLLAMA_DEFAULT_ROOT).rstrip("/")
-    return base[: -len("/v1")] if base.endswith("/v1") else base
-
-
-def ollama_compat_base(base_url: str | None) -> str:
-    """The OpenAI-compatible base (``…/v1``), also when given a bare server address.
-
-    ``OLLAMA_BASE_URL=http://gpu-box:11434`` is how people write an Ollama host; without
-    the ``/v1`` every chat call would 404, so a URL with no path gets it added.
-    """
-    base = (base_url or OLLAMA_DEFAULT_ROOT).rstrip("/")
-    return f"{base}/v1" if urlsplit(base).path in ("", "/") else base
 
 
 def _strip_latest(name: str) -> str:

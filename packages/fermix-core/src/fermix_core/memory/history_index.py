@@ -8,6 +8,16 @@ conversation store's next call. :class:`HistoryIndexer` instead notes that a rep
 (:meth:`note_reply`, a plain attribute write) and catches up at most once per
 :data:`INDEX_DELAY` seconds, so a burst of replies is indexed in one transaction.
 
+How long a committed message waits to be searchable: the catch-up starts :data:`INDEX_DELAY`
+after the reply that noted it, then indexes the backlog ahead of it in steps of
+:data:`INDEX_STEP` messages, each one transaction of about 1-1.5 ms of SQLite work (~5 µs a
+message plus ~0.35 ms a transaction, measured on the 2-core development machine) followed
+by a pause as long as the step took, so the indexer covers tens of thousands of messages a
+second while turns append a few thousand at most. Under a flood of replies it never waits
+for a quiet moment: one catch-up keeps chasing the newest message until none is left (a
+test drives replies that never stop). So the delay is ``INDEX_DELAY`` plus the backlog at
+that rate, about a second in practice.
+
 Recall stays correct meanwhile: a history search indexes a small backlog itself (the
 SQLite backend: up to ``HISTORY_INLINE`` messages). :meth:`flush` catches up at once; the
 service calls it when it closes, so a one-shot ``fermix ask`` leaves the index current.

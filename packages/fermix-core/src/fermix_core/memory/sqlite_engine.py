@@ -73,6 +73,46 @@ _MESSAGE_COLUMNS = (
 _PLAIN_MESSAGE_COLUMNS = "id, channel, chat_id, thread_id, role, speaker, text, created_at"
 
 
+#: The history index's watermark and the newest message id, read in one statement.
+_CATCH_UP_STATE = (
+    "SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM memory_state WHERE name = ?), 0), "
+    "COALESCE((SELECT MAX(id) FROM messages), 0)"
+)
+#: One catch-up transaction as one statement: inserting a step size into this temporary
+#: view runs its trigger, which indexes the messages past the watermark (at most that many
+#: ids), adds their word counts, empties the scratch index and moves the watermark last,
+#: all inside the statement's own transaction. The watermark and the newest id are read
+#: again by each step (primary-key lookups): nothing moves them before the last step, and
+#: no other writer can append while the statement holds the write lock. Temporary objects
+#: live on this connection only (nothing is added to the file's schema); a temporary
+#: trigger may name the main database's tables.
+_MARK = (
+    "COALESCE((SELECT CAST(value AS INTEGER) FROM memory_state "  # noqa: S608 (constants)
+    f"WHERE name = '{_HISTORY_WATERMARK}'), 0)"
+)
+_UPTO = f"MIN(COALESCE((SELECT MAX(id) FROM messages), 0), {_MARK} + NEW.step)"  # noqa: S608
+_NEW_ROWS = (
+    f"SELECT id, text FROM messages WHERE id > {_MARK} AND id <= {_UPTO} "  # noqa: S608
+    "AND role IN ('user', 'assistant') AND kind IN ('message', 'summary') AND text != ''"
+)
+_CATCH_UP_TRIGGER = (
+    "CREATE TEMP VIEW IF NOT EXISTS memory_catch_up (step) AS SELECT NULL",
+    "CREATE TEMP TRIGGER IF NOT EXISTS memory_catch_up_run "  # noqa: S608 (constants)
+    "INSTEAD OF INSERT ON memory_catch_up BEGIN "
+    f"INSERT INTO memory_history_fts (rowid, text) {_NEW_ROWS}; "
+    f"INSERT INTO memory_terms_scratch (rowid, content) {_NEW_ROWS}; "
+    "INSERT INTO memory_history_terms (term, docs) SELECT term, doc "
+    "FROM memory_terms_scratch_v WHERE 1 ON CONFLICT (term) "
+    "DO UPDATE SET docs = docs + excluded.docs; "
+    "INSERT INTO memory_terms_scratch (memory_terms_scratch) VALUES ('delete-all'); "
+    "INSERT INTO memory_state (name, value) SELECT "
+    f"'{_HISTORY_WATERMARK}', CAST(upto AS TEXT) FROM (SELECT {_MARK} AS mark, "
+    f"{_UPTO} AS upto) WHERE upto > mark "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value; "
+    "END",
+)
+
+
 def _parse_id(fid: object) -> int | None:
     """The row id *fid* names, accepting only its canonical spelling ("12", not "012")."""
     if not isinstance(fid, str) or not fid.isascii() or not fid.isdigit():
@@ -187,6 +227,8 @@ class SyncMemory:
         self.conn = conn
         self.path = path
         self._has_history = False
+        #: The temporary view and trigger of :meth:`catch_up_batch` exist on this connection.
+        self._catch_up_ready = False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -501,37 +543,32 @@ class SyncMemory:
         one transaction.
 
         Returns how many ids it covered; 0 when the index is up to date. The messages' word
-        counts (``memory_history_terms``) move in the same transaction.
+        counts (``memory_history_terms``) and the watermark move in the same transaction.
+
+        The transaction is **one statement** (an insert into a temporary view whose trigger
+        does every step, see :data:`_CATCH_UP_TRIGGER`), so the write lock on ``memory.db``
+        is taken and released inside a single ``sqlite3_step``, while this thread has let go
+        of the GIL. As five statements between ``BEGIN IMMEDIATE`` and ``COMMIT`` the thread
+        needed the GIL back between every two of them, and under load the event loop's
+        thread holds it for up to the interpreter's switch interval (5 ms) at a time: the
+        lock stayed held 14-30 ms for 1-3 ms of work, and the conversation store's writes
+        (the turns) waited behind it.
         """
         if not self._history_tables():
             return 0
-        with self._write() as conn:
-            mark = self._watermark()  # another process may have caught up meanwhile
-            top = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
-            end = min(int(top or 0), mark + (limit or HISTORY_BATCH))
-            if mark >= end:
-                return 0
-            rows = (
-                "SELECT id, text FROM messages WHERE id > ? AND id <= ? "
-                "AND role IN ('user', 'assistant') AND kind IN ('message', 'summary') "
-                "AND text != ''"
-            )
-            conn.execute(f"INSERT INTO memory_history_fts (rowid, text) {rows}", (mark, end))
-            conn.execute(f"INSERT INTO memory_terms_scratch (rowid, content) {rows}", (mark, end))
-            conn.execute(
-                "INSERT INTO memory_history_terms (term, docs) SELECT term, doc "
-                "FROM memory_terms_scratch_v WHERE 1 ON CONFLICT (term) "
-                "DO UPDATE SET docs = docs + excluded.docs"
-            )
-            conn.execute(
-                "INSERT INTO memory_terms_scratch (memory_terms_scratch) VALUES ('delete-all')"
-            )
-            conn.execute(
-                "INSERT INTO memory_state (name, value) VALUES (?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                (_HISTORY_WATERMARK, str(end)),
-            )
-        return end - mark
+        conn = self.conn
+        mark, top = conn.execute(_CATCH_UP_STATE, (_HISTORY_WATERMARK,)).fetchone()
+        if mark >= top:
+            return 0  # up to date: no write transaction at all
+        if not self._catch_up_ready:
+            for statement in _CATCH_UP_TRIGGER:
+                conn.execute(statement)
+            self._catch_up_ready = True
+        conn.execute(
+            "INSERT INTO temp.memory_catch_up (step) VALUES (?)", (limit or HISTORY_BATCH,)
+        )
+        # Another process may have caught up (or further) meanwhile: report what moved.
+        return max(self._watermark() - mark, 0)
 
     def catch_up_history(self) -> int:
         """Index every message appended since the last catch-up; returns how many ids."""

@@ -219,7 +219,18 @@ def installed_stamp(path: Sequence[str] | None = None) -> str:
     """A digest of what is installed on *path* (``sys.path``): every ``*.dist-info`` and
     ``*.egg-info`` entry of each directory, with the size and modification time of its
     ``entry_points.txt``; archives by size and mtime. Installing, removing, upgrading or
-    re-declaring any distribution changes it."""
+    re-declaring any distribution changes it.
+
+    A one-off command (:func:`fermix_core.startup.active`) computes the ``sys.path`` stamp
+    once (about 1 ms; pydantic's plugin finder and the entry-point scan both ask)."""
+    if path is None:
+        from fermix_core import startup
+
+        return startup.once("installed_stamp", lambda: _installed_stamp(None))  # type: ignore[no-any-return]
+    return _installed_stamp(path)
+
+
+def _installed_stamp(path: Sequence[str] | None) -> str:
     import hashlib
     import sys
 

@@ -12,7 +12,9 @@ import functools
 import importlib
 import inspect
 import logging
+import sys
 import traceback
+import types
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,18 +52,49 @@ def _hook_names(obj: Any) -> list[str]:
     matches no hook (``weather_tools``) is reported instead of silently never called. The
     lookup is static: a plugin object's properties are not run.
     """
+    marker = f"{PROJECT}_impl"
+    # A plain module's non-dunder attributes are its namespace's entries (its type defines
+    # none of them), so the static lookup is a dict lookup there.
+    namespace = vars(obj) if type(obj) is types.ModuleType else None
     names = []
     for attr in dir(obj):
         if attr.startswith("__"):
             continue
-        try:
-            value = inspect.getattr_static(obj, attr)
-        except AttributeError:
-            continue
-        value = getattr(value, "__func__", value)  # staticmethod / classmethod
-        if getattr(value, f"{PROJECT}_impl", None) is not None:
+        if namespace is not None:
+            if attr not in namespace:
+                continue
+            value = namespace[attr]
+        else:
+            try:
+                value = inspect.getattr_static(obj, attr)
+            except AttributeError:
+                continue
+        # The marker sits on the function, or on a staticmethod/classmethod decorated after.
+        if (
+            getattr(value, marker, None) is not None
+            or getattr(getattr(value, "__func__", None), marker, None) is not None
+        ):
             names.append(attr)
     return sorted(names)
+
+
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, told which attributes of the plugin being registered are marked.
+
+    ``register`` asks :meth:`parse_hookimpl_opts` about every attribute of the plugin
+    object (each a static lookup: ~20 per plugin, 400+ in a cold ``fermix ask``), while
+    :func:`_hook_names` has already found the marked ones; every other attribute is
+    answered "not a hook" at once. pluggy still parses and verifies the marked ones.
+    """
+
+    def __init__(self, project_name: str) -> None:
+        super().__init__(project_name)
+        self.candidates: frozenset[str] | None = None
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if self.candidates is not None and name not in self.candidates:
+            return None
+        return super().parse_hookimpl_opts(plugin, name)
 
 
 @functools.cache
@@ -97,8 +130,13 @@ def _short_error(exc: BaseException) -> str:
 class PluginHost:
     """Owns the pluggy manager and the record of every plugin, loaded or not."""
 
-    def __init__(self) -> None:
-        self.pm = pluggy.PluginManager(PROJECT)
+    def __init__(self, spec_cache: Any = None) -> None:
+        #: A :class:`~fermix_core.plugins.spec_cache.SpecCache`: first-party plugins found
+        #: there are not imported; their cached specs are collected in their place.
+        self.spec_cache = spec_cache
+        #: Plugin name -> what each of its registration hooks registered (cached plugins).
+        self._cached: dict[str, dict[str, list[Any]]] = {}
+        self.pm = _PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.records: list[PluginRecord] = []
         self.telemetry = Telemetry()
@@ -120,10 +158,35 @@ class PluginHost:
         load_only = load_filter_from_env() if only is ... else only
         records = discover(entry_points=entry_points, only=load_only, disabled=disabled)  # type: ignore[arg-type]
         for record in records:
-            if record.status == "pending":
-                self._import(record)
+            if record.status == "pending" and not self._restore(record):
+                if self.spec_cache is not None and record.first_party:
+                    before = set(sys.modules)
+                    self._import(record)
+                    if record.status == "loaded":
+                        from fermix_core.plugins.spec_cache import hookimpls_of
+
+                        impls = hookimpls_of(self.pm, record.module)
+                        self.spec_cache.store(record, impls, set(sys.modules) - before)
+                else:
+                    self._import(record)
             self.records.append(record)
+        if self.spec_cache is not None:
+            self.spec_cache.save()
+            self.spec_cache = None  # its parsed file is garbage now; the specs are kept
         return records
+
+    def _restore(self, record: PluginRecord) -> bool:
+        """Record *record* as loaded from the spec cache, if it holds it (not imported)."""
+        if self.spec_cache is None:
+            return False
+        if any(r.name == record.name and r.status == "loaded" for r in self.records):
+            return False  # a name clash: importing it reports the conflict as before
+        cached = self.spec_cache.restore(record)
+        if cached is None:
+            return False
+        record.hooks, self._cached[record.name] = cached
+        record.status = "loaded"
+        return True
 
     def register(
         self,
@@ -185,7 +248,11 @@ class PluginHost:
             log.error("plugin %s rejected: %s", record.source, record.error)
             return
         try:
-            self.pm.register(obj, name=record.name)
+            self.pm.candidates = frozenset(hooks)
+            try:
+                self.pm.register(obj, name=record.name)
+            finally:
+                self.pm.candidates = None
         except Exception as exc:
             record.status = "failed"
             record.error = f"hook validation failed: {exc}"
@@ -225,16 +292,30 @@ class PluginHost:
         wanted = set(kinds) if kinds is not None else set(REGISTRATION_HOOKS.values())
         collected: list[tuple[Spec, str]] = []
         errors: list[SpecError] = []
+        if self._cached and not self._cache_order_holds():
+            self._import_cached()
+        position = {id(r): i for i, r in enumerate(self.records)}
         for hook_name, kind in REGISTRATION_HOOKS.items():
             if kind not in wanted:
                 continue
             expected = SPEC_KINDS[kind]
             caller = getattr(self.pm.hook, hook_name)
-            for impl in caller.get_hookimpls():  # registration order (pluggy calls LIFO)
+            # Registration order (pluggy calls LIFO), which is the order of the records; a
+            # cached plugin's specs come where its import would have put them.
+            entries: list[tuple[int, PluginRecord | None, Any]] = []
+            for impl in caller.get_hookimpls():
                 record = self.record_for(impl.plugin)
+                entries.append((position[id(record)] if record else -1, record, impl))
+            for name, produced_by in self._cached.items():
+                if hook_name in produced_by:
+                    record = next(r for r in self.records if r.name == name)
+                    entries.append((position[id(record)], record, produced_by[hook_name]))
+            if self._cached:
+                entries.sort(key=lambda entry: entry[0])
+            for _, record, impl in entries:
                 source = record.source if record else impl.plugin_name
                 try:
-                    produced = impl.function()
+                    produced = impl if isinstance(impl, list) else impl.function()
                     items = list(produced) if produced is not None else []
                 except Exception as exc:
                     errors.append(
@@ -260,6 +341,41 @@ class PluginHost:
         for error in registry.errors:
             log.error("plugin spec error: %s", error)
         return registry
+
+    def _cache_order_holds(self) -> bool:
+        """Whether every registration hook's implementations run in record order (no
+        ordering options, every implementation's plugin recorded): then cached specs can
+        take their plugin's place; otherwise the cached plugins are imported after all."""
+        from fermix_core.plugins.spec_cache import ORDER_OPTIONS
+
+        for hook_name in REGISTRATION_HOOKS:
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                if self.record_for(impl.plugin) is None:
+                    return False
+                if any(impl.opts.get(option) for option in ORDER_OPTIONS):
+                    return False
+        return True
+
+    def _import_cached(self) -> None:
+        """Import the plugins restored from the spec cache, as if it had not held them.
+
+        pluggy orders implementations by registration, so every loaded plugin is registered
+        again, in record order, with a fresh manager: the order is the one an import of
+        every plugin at load time gives."""
+        cached = set(self._cached)
+        self._cached.clear()
+        self.pm = _PluginManager(PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        for record in self.records:
+            if record.name in cached:
+                record.status, record.hooks = "pending", []
+                self._import(record)
+            elif record.status == "loaded":
+                self.pm.candidates = frozenset(record.hooks)
+                try:
+                    self.pm.register(record.module, name=record.name)
+                finally:
+                    self.pm.candidates = None
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -24,7 +24,6 @@ import re
 import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 
 from fermix_core.fsutil import atomic_write
@@ -110,6 +109,8 @@ def shipped_template(name: str) -> str:
         # module; importlib.resources would load its readers and zipfile for that.
         return (Path(__file__).parent / "templates" / name).read_text("utf-8")
     except OSError:  # a zipped install: its files are only reachable through the loader
+        from importlib import resources  # (tempfile, shutil and the compressors behind it)
+
         return (resources.files("fermix_core.prompt") / "templates" / name).read_text("utf-8")
 
 

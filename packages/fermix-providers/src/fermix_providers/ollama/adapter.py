@@ -16,7 +16,7 @@ from fermix_core.provider import ProviderSettings
 from fermix_core.specs import ModelInfo, ProviderSpec
 
 from fermix_providers.http import Timeouts
-from fermix_providers.listing import ollama_compat_base
+from fermix_providers.ollama.urls import ollama_compat_base
 from fermix_providers.wires.chat_completions import ChatCompletionsProvider
 
 __all__ = ["OllamaProvider"]
