@@ -45,7 +45,10 @@ work whose own transactions nest (``BEGIN`` inside a batch becomes a savepoint; 
 
 A caller cancelled while its call waits or runs still has that call finish (it is never
 abandoned half-way) and receives its result; the cancellation is delivered at its next
-checkpoint, as with ``anyio.to_thread.run_sync``. Under an event loop other than asyncio the
+checkpoint, as with ``anyio.to_thread.run_sync``. A caller already cancelled never starts
+its call. Both are anyio's own cancellation (its scopes, ``/stop``), checked through the
+anyio backend of the running loop, looked up once per loop rather than on every call (the
+lookup asks which async library runs, each time). Under an event loop other than asyncio the
 same thread is used and the caller waits for it from an anyio worker thread.
 """
 
@@ -58,13 +61,14 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+from anyio.abc import AsyncBackend
 
 __all__ = [
     "CHECKPOINT_EVERY",
@@ -96,51 +100,60 @@ _STOP = object()
 
 class _WriteTransaction:
     """What :func:`write_transaction` returns (a plain class: a generator-based context
-    manager costs about twice as much, paid twice per turn)."""
+    manager costs about twice as much, paid twice per turn). Not reentrant, but reusable:
+    a component that opens its write transactions one after another may keep one."""
 
-    __slots__ = ("conn", "nested")
+    __slots__ = ("conn", "execute", "nested")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, cursor: sqlite3.Cursor | None = None) -> None:
         self.conn = conn
+        #: ``BEGIN``, ``COMMIT`` and savepoints run here: the caller's cursor when it has
+        #: one (``conn.execute`` makes and drops a cursor for each statement).
+        self.execute = conn.execute if cursor is None else cursor.execute
         self.nested = False
 
     def __enter__(self) -> sqlite3.Connection:
         conn = self.conn
         if conn.in_transaction:
             self.nested = True
-            conn.execute("SAVEPOINT fermix_write")
+            self.execute("SAVEPOINT fermix_write")
         else:
-            conn.execute("BEGIN IMMEDIATE")
+            self.nested = False
+            self.execute("BEGIN IMMEDIATE")
         return conn
 
     def __exit__(self, kind: type[BaseException] | None, exc: object, tb: object) -> None:
         conn = self.conn
+        execute = self.execute
         if self.nested:
             if kind is None:
-                conn.execute("RELEASE fermix_write")
+                execute("RELEASE fermix_write")
             elif conn.in_transaction:
-                conn.execute("ROLLBACK TO fermix_write")
-                conn.execute("RELEASE fermix_write")
+                execute("ROLLBACK TO fermix_write")
+                execute("RELEASE fermix_write")
             return
         if kind is None:
             try:
-                conn.execute("COMMIT")
+                execute("COMMIT")
             except BaseException:
                 # A failed COMMIT (disk full): never leave the connection mid-transaction.
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    execute("ROLLBACK")
                 raise
         elif conn.in_transaction:
-            conn.execute("ROLLBACK")
+            execute("ROLLBACK")
 
 
-def write_transaction(conn: sqlite3.Connection) -> _WriteTransaction:
+def write_transaction(
+    conn: sqlite3.Connection, cursor: sqlite3.Cursor | None = None
+) -> _WriteTransaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, or a savepoint inside a batch's transaction.
 
     On an exception (also one raised by ``COMMIT``) the transaction or savepoint is rolled
-    back and the exception goes on.
+    back and the exception goes on. With *cursor* (one of *conn*'s) the transaction's own
+    statements run on it. The returned object may be entered again once it has exited.
     """
-    return _WriteTransaction(conn)
+    return _WriteTransaction(conn, cursor)
 
 
 @contextlib.contextmanager
@@ -186,14 +199,11 @@ def _is_locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether *loop* has other callbacks ready to run now (other tasks mid-turn).
-
-    Reads the ready queue of asyncio's own loop; a loop without one (uvloop) says no, so
-    every call runs inline at once as it would alone.
-    """
-    ready = getattr(loop, "_ready", None)
-    return bool(ready)
+def _ready_queue(loop: asyncio.AbstractEventLoop) -> Sized | None:
+    """*loop*'s queue of callbacks ready to run now: not empty while other tasks are
+    mid-turn. asyncio's own loop keeps one deque for its life; a loop without one (uvloop)
+    gives None, so every call runs inline at once as it would alone."""
+    return getattr(loop, "_ready", None)
 
 
 def _settle(calls: list[_Call]) -> None:
@@ -249,6 +259,12 @@ class SqliteWorker:
         self._in_flight = 0
         #: Calls collected on the loop during this iteration, run together by _flush.
         self._pending: list[_Call] = []
+        #: The asyncio loop calls last came from, and anyio's backend for it (its
+        #: checkpoints and cancel scopes, without a per-call async-library lookup).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._backend: type[AsyncBackend] | None = None
+        #: That loop's ready queue (see _ready_queue), read by every inline call.
+        self._ready: Sized | None = None
         self._stopped = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -256,22 +272,34 @@ class SqliteWorker:
 
     # ------------------------------------------------------------------ loop side
 
+    def _backend_of(self, loop: asyncio.AbstractEventLoop) -> type[AsyncBackend]:
+        """anyio's backend for *loop* (the calls' loop rarely changes: looked up once)."""
+        if loop is not self._loop:
+            self._backend = anyio.lowlevel.current_token().backend_class
+            self._ready = _ready_queue(loop)
+            self._loop = loop
+        backend = self._backend
+        assert backend is not None
+        return backend
+
     async def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` on the thread and return (or raise) what it did."""
-        # A caller already cancelled never starts its call (as with anyio.to_thread).
-        await anyio.lowlevel.checkpoint_if_cancelled()
         call = _Call(fn, args, kwargs)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
         if loop is None:
+            # A caller already cancelled never starts its call (as with anyio.to_thread).
+            await anyio.lowlevel.checkpoint_if_cancelled()
             call.done = threading.Event()
             self._queue.put(call)
             await anyio.to_thread.run_sync(call.done.wait)
             if call.error is not None:
                 raise call.error
             return call.result
+        backend = self._backend_of(loop)
+        await backend.checkpoint_if_cancelled()
         call.loop = loop
         call.future = loop.create_future()
         self._in_flight += 1
@@ -279,7 +307,7 @@ class SqliteWorker:
         try:
             # Shielded: a cancelled caller still waits for its call to finish (it cannot be
             # abandoned half-way) and gets its result; the cancellation comes at its next await.
-            with anyio.CancelScope(shield=True):
+            with backend.create_cancel_scope(shield=True):
                 return await call.future
         finally:
             self._in_flight -= 1
@@ -292,15 +320,18 @@ class SqliteWorker:
         the thread, the call is collected with the others of the same loop iteration
         (:meth:`_collect`): several go to the thread as one transaction.
         """
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        if self._stopped or fn not in self.batchable:
-            return await self.call(fn, *args, **kwargs)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return await self.call(fn, *args, **kwargs)
-        if self._in_flight or self._pending or _others_ready(loop):
-            return await self._collect(loop, _Call(fn, args, kwargs))
+        backend = self._backend if loop is self._loop else self._backend_of(loop)
+        assert backend is not None
+        # A caller already cancelled never starts its call (as with anyio.to_thread).
+        await backend.checkpoint_if_cancelled()
+        if self._stopped or fn not in self.batchable:
+            return await self.call(fn, *args, **kwargs)
+        if self._in_flight or self._pending or self._ready:
+            return await self._collect(loop, backend, _Call(fn, args, kwargs))
         try:
             result = fn(*args, **kwargs)
         except sqlite3.OperationalError as exc:
@@ -315,7 +346,9 @@ class SqliteWorker:
             self.on_commit()
         return result
 
-    async def _collect(self, loop: asyncio.AbstractEventLoop, call: _Call) -> Any:
+    async def _collect(
+        self, loop: asyncio.AbstractEventLoop, backend: type[AsyncBackend], call: _Call
+    ) -> Any:
         """Wait for *call* to run with the others made in the same turn of the loop.
 
         Other tasks are ready (or calls are on the thread), so more calls are likely to come
@@ -328,7 +361,7 @@ class SqliteWorker:
             loop.call_soon(self._flush)
         self._pending.append(call)
         try:
-            with anyio.CancelScope(shield=True):
+            with backend.create_cancel_scope(shield=True):
                 return await call.future
         finally:
             if call.on_thread:

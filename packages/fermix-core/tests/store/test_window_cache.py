@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from fermix_core.channel import ConversationKey
-from fermix_core.messages import Message, ToolCall, ToolResult, Usage
+from fermix_core.messages import ImagePart, Message, ToolCall, ToolResult, Usage
 from fermix_core.store import ConversationStore
+from fermix_core.store.engine import encode
 
 pytestmark = pytest.mark.anyio
 
@@ -201,6 +202,56 @@ async def test_many_conversations_stay_within_the_cache_bound(store, db_path) ->
         await assert_current(store, db_path, cid)
 
 
+def _window_selects(statements: list[str]) -> int:
+    return sum(1 for sql in statements if "ORDER BY m.anchor_seq, m.seq" in sql)
+
+
+async def test_conversations_taking_turns_past_the_bound_still_hit_the_windows_that_fit(
+    store, db_path
+) -> None:
+    """Plain LRU would evict exactly the window needed next (every turn a miss); windows
+    used recently are never evicted, so the ones that fit keep being reused."""
+    cache = store._sync._windows
+    cache.MAX_ROWS = 60  # this instance only
+    ids = [await store.conversation_id(ConversationKey("cli", f"c{i}")) for i in range(8)]
+    for round_ in range(5):  # windows of 10 rows: 8 x 11 > 60
+        for cid in ids:
+            await turn(store, cid, f"r{round_}")
+    statements = window_reads(store)
+    for round_ in range(5, 8):
+        for cid in ids:
+            await turn(store, cid, f"r{round_}")
+    reads = _window_selects(statements)
+    assert 0 < reads <= 3 * 4, f"{reads} window reads in 24 turns: the cached windows must hit"
+    assert cache._rows <= 60
+    assert cache._rows == sum(len(w.rows) + 1 for w in cache._items.values())
+    for cid in ids:
+        await assert_current(store, db_path, cid)
+
+
+async def test_idle_windows_make_room_for_a_new_conversation(store, db_path) -> None:
+    cache = store._sync._windows
+    cache.MAX_ROWS = 32  # this instance only
+    cache.LIVE_USES = 4
+    ids = [await store.conversation_id(ConversationKey("cli", f"c{i}")) for i in range(6)]
+    for round_ in range(2):  # six windows of 4 rows: 30 rows cached
+        for cid in ids:
+            await turn(store, cid, f"r{round_}")
+    assert cache._rows == 30
+    new = await store.conversation_id(ConversationKey("cli", "new"))
+    for n in range(3):  # the others are idle by now: the oldest make room
+        await turn(store, new, f"n{n}")
+    statements = window_reads(store)
+    await turn(store, new, "again")
+    assert _window_selects(statements) == 0, "the new conversation's window is cached"
+    assert cache._rows <= 32
+    assert cache._rows == sum(len(w.rows) + 1 for w in cache._items.values())
+    assert ids[0] not in cache._items, "the least recently used window made room"
+    await assert_current(store, db_path, new)
+    for cid in ids:
+        await assert_current(store, db_path, cid)
+
+
 async def test_own_rows_never_join_a_window_another_connection_moved_on(store, db_path) -> None:
     """begin_turn/commit_turn check the newest seq themselves: rows written after another
     connection's must not be appended to the stale cached window (whose state would then
@@ -308,3 +359,23 @@ async def test_a_turn_another_connection_stopped_cannot_commit_here(store, db_pa
         )
     assert "late" not in [m.message.text for m in await store.load_window(cid)]
     await assert_current(store, db_path, cid)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message.user("plain"),
+        Message.user('non-ASCII é ✓ \u2028 and <b>&amp;</b> "quoted" \\ back'),
+        Message.user("look", ImagePart(media_type="image/png", data=b"\x89PNG\x00\xff")),
+        Message.user(ImagePart(media_type="image/jpeg", path="abc.jpg")),
+        Message.assistant(
+            "calling", tool_calls=[ToolCall(id="c1", name="search", arguments={"q": "ü", "n": 3})]
+        ),
+        Message.tool(ToolResult(call_id="c1", name="search", content=["found"], is_error=True)),
+        Message.system("a summary"),
+    ],
+)
+def test_encode_stores_exactly_what_model_dump_json_writes(message: Message) -> None:
+    role, body, text = encode(message)
+    assert (role, body, text) == (message.role, message.model_dump_json(), message.text)
+    assert Message.model_validate_json(body) == message

@@ -26,12 +26,13 @@ import asyncio
 import contextvars
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from fermix_core.channel import ConversationKey
@@ -87,6 +88,10 @@ class ConversationQueue:
         self._idle_workers: list[asyncio.Future[tuple[ConversationKey, _Lane]]] = []
         #: The context variables of whoever entered the queue; see the module docstring.
         self._context: contextvars.Context | None = None
+        #: Makes the cancel scope each job runs in: ``anyio.CancelScope`` until the queue is
+        #: entered, then the running backend's own (``anyio.CancelScope()`` asks which async
+        #: library runs every time it is called; the queue's loop never changes).
+        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -97,6 +102,7 @@ class ConversationQueue:
         await tg.__aenter__()
         self._tg = tg
         self._context = contextvars.copy_context()
+        self._new_scope = anyio.lowlevel.current_token().backend_class.create_cancel_scope
         return self
 
     async def __aexit__(
@@ -138,9 +144,9 @@ class ConversationQueue:
             )
         assert self._tg is not None
         if job.background:
-            scope = anyio.CancelScope()
+            scope = self._new_scope()
             self._background[job] = scope
-            self._tg.start_soon(self._run_background, job, scope)
+            self._tg.start_soon(self._execute, job, scope, None)
             return
         key = job.key
         lane = self._lanes.get(key)
@@ -253,7 +259,11 @@ class ConversationQueue:
     async def _worker(self, key: ConversationKey, lane: _Lane) -> None:
         """Serve *lane*, then park for the next new lane (see the module docstring)."""
         while True:
-            await self._work(key, lane)
+            try:
+                while lane.jobs:
+                    await self._run(lane.jobs.popleft(), lane)
+            finally:
+                self._retire(key, lane)
             del key, lane  # a parked worker holds no lane (and so no job)
             if (
                 self._closed
@@ -274,13 +284,6 @@ class ConversationQueue:
                     self._idle_workers.remove(waiter)
                 raise
 
-    async def _work(self, key: ConversationKey, lane: _Lane) -> None:
-        try:
-            while lane.jobs:
-                await self._run(lane.jobs.popleft(), lane)
-        finally:
-            self._retire(key, lane)
-
     def _retire(self, key: ConversationKey, lane: _Lane) -> None:
         """*lane* ran dry (or the queue shut down): drop it, ending any job left in it."""
         # Jobs are left only on shutdown: they will never run.
@@ -292,47 +295,44 @@ class ConversationQueue:
             del self._lanes[key]
         self._check_idle()
 
-    async def _run(self, job: TurnJob, lane: _Lane) -> None:
-        scope = anyio.CancelScope()
+    def _run(self, job: TurnJob, lane: _Lane) -> Coroutine[Any, Any, None]:
+        """Make *job* its lane's active one, in a new cancel scope; the run to await (a plain
+        function returning :meth:`_execute`'s coroutine: one coroutine per turn, not two)."""
+        scope = self._new_scope()
         lane.active, lane.scope = job, scope
+        return self._execute(job, scope, lane)
+
+    async def _execute(self, job: TurnJob, scope: anyio.CancelScope, lane: _Lane | None) -> None:
+        """Run *job* in *scope*; then report it stopped if the scope was cancelled, and set
+        its ``done`` whatever happened. *lane* is the job's lane (None: a background job)."""
         finished = False
         try:
-            await self._execute(job, scope)
-            lane.active = lane.scope = None
+            job.started = True
+            with scope:
+                try:
+                    await self._executor.run_turn(job)
+                except Exception as exc:
+                    # One broken turn must not take the queue (and every other chat) down.
+                    job.error = exc
+                    log.exception(
+                        "turn on %s chat %s failed", job.message.channel, job.message.chat_id
+                    )
+            if lane is not None:
+                lane.active = lane.scope = None
             if scope.cancel_called:
                 job.stopped = True
                 await self._notify_stopped(job)
             finished = True
         finally:
-            lane.active = lane.scope = None
+            if lane is not None:
+                lane.active = lane.scope = None
+            else:
+                self._background.pop(job, None)
             if not finished:
                 job.stopped = True
             job.done.set()
-
-    async def _run_background(self, job: TurnJob, scope: anyio.CancelScope) -> None:
-        finished = False
-        try:
-            await self._execute(job, scope)
-            if scope.cancel_called:
-                job.stopped = True
-                await self._notify_stopped(job)
-            finished = True
-        finally:
-            self._background.pop(job, None)
-            if not finished:
-                job.stopped = True
-            job.done.set()
-            self._check_idle()
-
-    async def _execute(self, job: TurnJob, scope: anyio.CancelScope) -> None:
-        job.started = True
-        with scope:
-            try:
-                await self._executor.run_turn(job)
-            except Exception as exc:
-                # One broken turn must not take the queue (and every other chat) down.
-                job.error = exc
-                log.exception("turn on %s chat %s failed", job.message.channel, job.message.chat_id)
+            if lane is None:
+                self._check_idle()
 
     async def _notify_stopped(self, job: TurnJob) -> None:
         try:

@@ -178,7 +178,8 @@ class ConversationStore:
 
     async def conversation_id(self, key: ConversationKey) -> int:
         """The id of *key*'s conversation, created on first use."""
-        key = ConversationKey(*key)
+        if type(key) is not ConversationKey:
+            key = ConversationKey(*key)
         cached = self._ids.get(key)
         if cached is not None:
             return cached
@@ -340,9 +341,11 @@ class ConversationStore:
             raise EmptyMessageError(
                 f"turn {turn_id} produced no messages; abandon it as 'empty' instead"
             )
+        heavy = False
         for i, message in enumerate(messages):
-            _refuse_empty(message, f"message {i} of turn {turn_id}")
-        heavy = any(message.has_images for message in messages)
+            if message.is_empty:
+                _refuse_empty(message, f"message {i} of turn {turn_id}")
+            heavy = heavy or message.has_images
         return await self._run(
             not heavy,
             SyncStore.commit_turn,

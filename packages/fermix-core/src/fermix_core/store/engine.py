@@ -49,7 +49,9 @@ EncodedMessage = tuple[str, str, str]
 
 
 def encode(message: Message) -> EncodedMessage:
-    return message.role, message.model_dump_json(), message.text
+    # ``model_dump_json()`` without its Python wrapper, which passes fifteen keyword
+    # arguments (all defaults) on every call; the same serializer, the same JSON.
+    return message.role, message.__pydantic_serializer__.to_json(message).decode(), message.text
 
 
 _SESSION_COUNTER = "session"
@@ -168,6 +170,9 @@ class SyncStore:
         #: The turn path's statements run on this one cursor (``conn.execute`` makes a new
         #: cursor per statement); each is consumed at once, never iterated across another.
         self._cur = conn.cursor()
+        #: The write transaction of the turn path's calls (begin, start and commit of a
+        #: turn), on that cursor; one at a time, so one object serves them all.
+        self._tx = write_transaction(conn, self._cur)
         self.path = path
         self._parsed = _ParsedCache()
         self._windows = _WindowCache()
@@ -238,21 +243,6 @@ class SyncStore:
         window = _Window(start, summary_id, top, summary, rows, keys)
         self._windows.put(conversation_id, window)
         return window
-
-    def _remember(
-        self, conversation_id: int, before: int, added: list[tuple[int, StoredMessage]]
-    ) -> None:
-        """Rows this connection just wrote (``(anchor_seq, row)``, every one visible in the
-        window) join the cached window, if it was current just before (newest seq *before*)."""
-        window = self._windows.peek(conversation_id)
-        if window is None:
-            return
-        if window.top != before:
-            self._windows.drop(conversation_id)
-            return
-        for anchor, stored in added:
-            window.add(anchor, stored)
-        self._windows.grew(conversation_id, len(added))
 
     def _next_seq(self, conversation_id: int) -> int:
         row = self.conn.execute(
@@ -356,9 +346,8 @@ class SyncStore:
         sender_name: str | None = None,
     ) -> TurnHandle:
         encoded = encode(user)
-        conn = self.conn
         try:
-            with write_transaction(conn):
+            with self._tx:
                 now = time.time()
                 state, newest_id = self._touch(conversation_id, now)
                 handle, opened = self._begin(
@@ -402,11 +391,10 @@ class SyncStore:
         :data:`SESSION_BLOCK` turns.
         """
         encoded = encode(user)
-        conn = self.conn
         sessions = self._sessions
         reserved = sessions[0] > sessions[1]
         try:
-            with write_transaction(conn):
+            with self._tx:
                 now = time.time()
                 state, newest_id = self._touch(conversation_id, now)
                 current = self._window(conversation_id, state)
@@ -489,7 +477,7 @@ class SyncStore:
             sender_name,
             speaker,
         )
-        self._remember(conversation_id, top, [(seq, stored)])
+        self._windows.extend(conversation_id, top, [(seq, stored)])
         return TurnHandle(turn_id, conversation_id, message_id), (conversation_id, speaker, seq)
 
     def _opened(self, turn_id: int, facts: tuple[int, str, int]) -> None:
@@ -518,11 +506,10 @@ class SyncStore:
         is read and the rows go after it. Otherwise the turn and the newest seq are read.
         """
         encoded = [encode(m) for m in messages]
-        conn = self.conn
         facts = self._open.get(turn_id)
         touched: int | None = None if facts is None else facts[0]
         try:
-            with write_transaction(conn):
+            with self._tx:
                 now = time.time()
                 flipped = self._cur.execute(
                     _FINISH_TURN,
@@ -569,7 +556,7 @@ class SyncStore:
                     )
                     for (message_id, seq), message in zip(ids, messages, strict=True)
                 ]
-                self._remember(conversation_id, top, added)
+                self._windows.extend(conversation_id, top, added)
         except BaseException:
             if touched is not None:
                 self._windows.drop(touched)
@@ -775,10 +762,11 @@ class _Window:
 
     ``rows`` in window order (``keys``: each row's ``(anchor_seq, seq)``), the summary
     apart (only an unfiltered view gets it), and the state it was current for: window start,
-    summary id and the conversation's newest seq (``top``).
+    summary id and the conversation's newest seq (``top``). ``used`` is the cache's access
+    count when the window was last used.
     """
 
-    __slots__ = ("keys", "rows", "start", "summary", "summary_id", "top")
+    __slots__ = ("keys", "rows", "start", "summary", "summary_id", "top", "used")
 
     def __init__(
         self,
@@ -795,6 +783,7 @@ class _Window:
         self.summary = summary
         self.rows = rows
         self.keys = keys
+        self.used = 0
 
     def add(self, anchor: int, stored: StoredMessage) -> None:
         """A row just written (its seq is the conversation's newest), in window order."""
@@ -823,15 +812,24 @@ class _WindowCache:
     A window is used only while its conversation's state (window start, summary id, newest
     seq) is what it was cached for, checked in the same transaction; rows this connection
     writes join it directly. Any other change (another process, compaction, ``/new``, a
-    stop marker, a failed write) sends the next turn back to the rows. Bounded by rows held
-    in total, least recently used conversation first out.
+    stop marker, a failed write) sends the next turn back to the rows.
+
+    Bounded by rows held in total. To make room, windows are evicted least recently used
+    first, but only *idle* ones: not used in the last :attr:`LIVE_USES` uses of the cache.
+    When every other window is live, the window that does not fit is the one left out (read
+    from the rows each time). Plain LRU would evict, under many conversations taking turns
+    whose windows together exceed the bound, exactly the window needed next, so that every
+    turn missed; this way the windows that fit keep hitting.
     """
 
     MAX_ROWS = 8192
+    #: A window used within this many uses of the cache (window reads) is live.
+    LIVE_USES = 256
 
     def __init__(self) -> None:
         self._items: OrderedDict[int, _Window] = OrderedDict()
         self._rows = 0
+        self._uses = 0
 
     def get(self, conversation_id: int, state: tuple[int, int | None, int]) -> _Window | None:
         window = self._items.get(conversation_id)
@@ -841,29 +839,61 @@ class _WindowCache:
             self.drop(conversation_id)
             return None
         self._items.move_to_end(conversation_id)
+        self._uses += 1
+        window.used = self._uses
         return window
 
     def peek(self, conversation_id: int) -> _Window | None:
         return self._items.get(conversation_id)
 
+    def extend(
+        self, conversation_id: int, before: int, added: list[tuple[int, StoredMessage]]
+    ) -> None:
+        """Rows just written (``(anchor_seq, row)``) join the conversation's window, if it
+        is cached and was current when its newest seq was *before*; else it is dropped."""
+        window = self._items.get(conversation_id)
+        if window is None:
+            return
+        if window.top != before:
+            self.drop(conversation_id)
+            return
+        for anchor, stored in added:
+            window.add(anchor, stored)
+        self._rows += len(added)
+        if len(window.rows) > self.MAX_ROWS // 4 or not self._room(0, conversation_id):
+            self.drop(conversation_id)
+
     def put(self, conversation_id: int, window: _Window) -> None:
         self.drop(conversation_id)
         if len(window.rows) > self.MAX_ROWS // 4:
             return  # a very long window is read each time rather than crowding out the rest
+        self._uses += 1
+        if not self._room(len(window.rows) + 1, conversation_id):
+            return  # every cached window is live: this one is read each time
+        window.used = self._uses
         self._items[conversation_id] = window
-        self.grew(conversation_id, len(window.rows) + 1)
+        self._rows += len(window.rows) + 1
 
-    def grew(self, conversation_id: int, rows: int) -> None:
-        self._rows += rows
-        if len(self._items[conversation_id].rows) > self.MAX_ROWS // 4:
-            self.drop(conversation_id)
-            return
-        while self._rows > self.MAX_ROWS and len(self._items) > 1:
-            oldest = next(iter(self._items))
-            if oldest == conversation_id:
-                self._items.move_to_end(oldest)
+    def _room(self, rows: int, keep: int) -> bool:
+        """Evict idle windows (least recently used first, never *keep*) until *rows* more
+        fit under the bound; whether they do."""
+        over = self._rows + rows - self.MAX_ROWS
+        if over <= 0:
+            return True
+        horizon = self._uses - self.LIVE_USES
+        idle: list[int] = []
+        for conversation_id, window in self._items.items():
+            if conversation_id == keep:
                 continue
-            self.drop(oldest)
+            if window.used > horizon:
+                break  # in order of use: every window after this one is live too
+            idle.append(conversation_id)
+            over -= len(window.rows) + 1
+            if over <= 0:
+                break
+        for conversation_id in idle:
+            self.drop(conversation_id)
+        return over <= 0
 
     def drop(self, conversation_id: int) -> None:
         window = self._items.pop(conversation_id, None)
