@@ -35,9 +35,11 @@ connection is never used by two threads at once. This module is that thread, mad
   images to encode) off this path.
 * **Checkpoints off the calling path.** :class:`Checkpointer` is a second thread with its own
   connection that copies the write-ahead log back into the database file (``PRAGMA
-  wal_checkpoint(PASSIVE)``, which never blocks a writer) every :data:`CHECKPOINT_EVERY`
-  committed write transactions, so no caller waits for a checkpoint. The owning connection
-  runs with ``wal_autocheckpoint = 0``.
+  wal_checkpoint(PASSIVE)``, which never blocks a writer) once :data:`CHECKPOINT_EVERY`
+  write transactions have committed, at the next moment no transaction has committed for
+  :data:`CHECKPOINT_QUIET` seconds (between turns: its file sync does not land beside one),
+  or after :data:`CHECKPOINT_LIMIT` commits under a steady flood. No caller waits for a
+  checkpoint. The owning connection runs with ``wal_autocheckpoint = 0``.
 
 Only functions named *batchable* may share a transaction: each must be one whole unit of
 work whose own transactions nest (``BEGIN`` inside a batch becomes a savepoint; see
@@ -72,6 +74,8 @@ from anyio.abc import AsyncBackend
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "CHECKPOINT_LIMIT",
+    "CHECKPOINT_QUIET",
     "MAX_BATCH",
     "Checkpointer",
     "SqliteWorker",
@@ -90,10 +94,17 @@ QUICK_PAUSE = 0.0001
 QUICK_WAIT = 0.02
 #: The most calls one transaction takes, so a long queue still commits in bounded steps.
 MAX_BATCH = 64
-#: Committed write transactions between two background checkpoints. A turn writes two
-#: transactions of a few pages each, so the log stays well under SQLite's own 1,000-page
+#: Committed write transactions after which a background checkpoint is due. A turn writes
+#: two transactions of a few pages each, so the log stays near SQLite's own 1,000-page
 #: autocheckpoint threshold.
 CHECKPOINT_EVERY = 100
+#: A due checkpoint waits until no transaction has committed for this long, so it runs
+#: between turns rather than beside one (its sync of the database file slows a turn that
+#: writes meanwhile)...
+CHECKPOINT_QUIET = 0.02
+#: ...but never past this many commits since the last one: under a steady flood of turns the
+#: log is still copied back in bounded steps (at a few pages per commit, a few MiB of log).
+CHECKPOINT_LIMIT = 1000
 
 _STOP = object()
 
@@ -597,16 +608,34 @@ class Checkpointer:
     """Copies the write-ahead log into the database file from its own thread.
 
     :meth:`note_commit` (called by the writer's thread after each write transaction) wakes
-    it every *every* commits; it then runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own
-    connection, which never waits for, nor blocks, a writer. Checkpoint failures are
-    logged once and retried at the next wake-up: the log only grows meanwhile.
+    it every *every* commits. It then waits for a quiet moment — *quiet* seconds without a
+    commit — or for *limit* commits in all, whichever comes first, and runs ``PRAGMA
+    wal_checkpoint(PASSIVE)`` on its own connection, which never waits for, nor blocks, a
+    writer. Waiting for the quiet moment keeps the checkpoint's file sync from landing
+    beside a turn; it costs the writer nothing (a counter it already keeps is sampled from
+    this thread). Checkpoint failures are logged once and retried at the next wake-up: the
+    log only grows meanwhile.
     """
 
-    def __init__(self, path: Path, *, every: int = CHECKPOINT_EVERY, name: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        every: int = CHECKPOINT_EVERY,
+        name: str,
+        quiet: float = CHECKPOINT_QUIET,
+        limit: int = CHECKPOINT_LIMIT,
+    ) -> None:
         self.path = path
         self.every = every
+        self.quiet = quiet
+        self.limit = max(limit, every)
         self.runs = 0
+        #: Commits noted in all (read by this thread to tell a quiet moment).
+        self.commits = 0
         self._pending = 0
+        self._checkpointed_at = 0
+        self._now = False
         self._ran = threading.Condition()
         self._wake = threading.Event()
         self._stopping = False
@@ -616,14 +645,32 @@ class Checkpointer:
         self._thread.start()
 
     def note_commit(self) -> None:
+        self.commits += 1
         self._pending += 1
         if self._pending >= self.every:
             self._pending = 0
             self._wake.set()
 
     def checkpoint_now(self) -> None:
-        """Ask for a checkpoint at once (tests, and before a quiet period)."""
+        """Ask for a checkpoint at once, without waiting for a quiet moment (tests, and
+        before a quiet period)."""
+        self._now = True
         self._wake.set()
+
+    def _await_quiet(self) -> None:
+        """Return once no commit has been noted for :attr:`quiet` seconds, once
+        :attr:`limit` commits have been noted since the last checkpoint, or on close or
+        :meth:`checkpoint_now`."""
+        while not (self._stopping or self._now):
+            seen = self.commits
+            if seen - self._checkpointed_at >= self.limit:
+                return
+            # Woken early by close(), checkpoint_now() or the next due commit: each is
+            # looked at again above.
+            self._wake.wait(self.quiet)
+            self._wake.clear()
+            if self.commits == seen:
+                return
 
     def wait_runs(self, count: int, timeout: float) -> bool:
         """Block until *count* checkpoints have run (or *timeout* passed); whether they did."""
@@ -641,8 +688,11 @@ class Checkpointer:
         while True:
             self._wake.wait()
             self._wake.clear()
+            self._await_quiet()
+            self._now = False
             if self._stopping:
                 return
+            self._checkpointed_at = self.commits
             try:
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 with self._ran:
