@@ -103,7 +103,7 @@ CHECKPOINT_EVERY = 100
 #: writes meanwhile)...
 CHECKPOINT_QUIET = 0.02
 #: ...but never past this many commits since the last one: under a steady flood of turns the
-#: log is still copied back in bounded steps (at a few pages per commit, a few MiB of log).
+#: log is still copied back in bounded steps (at a few pages per commit, about 20 MiB of log).
 CHECKPOINT_LIMIT = 1000
 
 _STOP = object()
