@@ -107,6 +107,8 @@ CHECKPOINT_QUIET = 0.02
 CHECKPOINT_LIMIT = 1000
 
 _STOP = object()
+#: What a call made after :meth:`SqliteWorker.stop` is told.
+STOPPED = "the connection's thread has stopped"
 
 
 class _WriteTransaction:
@@ -303,6 +305,7 @@ class SqliteWorker:
         if loop is None:
             # A caller already cancelled never starts its call (as with anyio.to_thread).
             await anyio.lowlevel.checkpoint_if_cancelled()
+            self._refuse_if_stopped()
             call.done = threading.Event()
             self._queue.put(call)
             await anyio.to_thread.run_sync(call.done.wait)
@@ -311,6 +314,7 @@ class SqliteWorker:
             return call.result
         backend = self._backend_of(loop)
         await backend.checkpoint_if_cancelled()
+        self._refuse_if_stopped()
         call.loop = loop
         call.future = loop.create_future()
         self._in_flight += 1
@@ -391,8 +395,7 @@ class SqliteWorker:
         for start in range(0, len(pending), self.max_batch):
             chunk = pending[start : start + self.max_batch]
             try:
-                if self._stopped:
-                    raise sqlite3.ProgrammingError("the connection's thread has stopped")
+                self._refuse_if_stopped()
                 if self._in_flight or len(chunk) > 1:
                     self._to_thread(chunk)
                 else:
@@ -435,9 +438,33 @@ class SqliteWorker:
         _settle([call])
 
     def stop(self) -> None:
-        """Let the thread finish the calls already queued, then end; returns at once."""
+        """Let the thread finish the calls already queued, then end; returns at once.
+
+        A call made afterwards fails at once with :class:`sqlite3.ProgrammingError`; one
+        that slipped into the queue behind the stop (from another thread) gets the same
+        error from the thread as it ends, so no caller waits for an answer that never comes.
+        """
         self._stopped = True
         self._queue.put(_STOP)
+
+    def _refuse_if_stopped(self) -> None:
+        if self._stopped:
+            raise sqlite3.ProgrammingError(STOPPED)
+
+    def _refuse_the_rest(self) -> None:
+        """On the thread, as it ends: answer whatever was queued behind the stop."""
+        late: list[_Call] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                late.extend(item if isinstance(item, list) else [item])
+        if late:
+            for call in late:
+                call.result, call.error = None, sqlite3.ProgrammingError(STOPPED)
+            self._answer(late)
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -451,6 +478,7 @@ class SqliteWorker:
             first = held if held is not None else get()
             held = None
             if first is _STOP:
+                self._refuse_the_rest()
                 return
             # A list is the calls the loop collected in one of its iterations.
             batch = list(first) if isinstance(first, list) else [first]
