@@ -5,6 +5,11 @@ per loop; these tests pin the semantics that lookup must keep: a caller already 
 never starts its call (inline or on the thread), a shielded caller inside a cancelled scope
 still runs it, a call on the thread is finished and answered even when its caller is
 cancelled meanwhile, and a worker used from a second event loop works there too.
+
+A stopped worker answers every later call with an error instead of never: a call made after
+the stop fails at once, and one that reached the queue behind the stop (another thread
+stopping the worker meanwhile) is answered with that error by the thread as it ends.
+``fail_after`` there only bounds a regression (a caller left waiting forever).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from fermix_core.sqlite_worker import SqliteWorker
+from fermix_core import sqlite_worker
+from fermix_core.sqlite_worker import STOPPED, SqliteWorker
 
 pytestmark = pytest.mark.anyio
 
@@ -125,3 +131,52 @@ def test_one_worker_serves_callers_on_two_event_loops_in_turn(db) -> None:
     anyio.run(use, "first")
     anyio.run(use, "second")
     assert rows(path) == ["first", "second"]
+
+
+async def test_a_call_after_stop_fails_at_once(db) -> None:
+    path, conn, worker = db
+    assert await worker.call(write, conn, "before") == "before"
+    worker.stop()
+    worker.join(10)
+    with anyio.fail_after(30):
+        with pytest.raises(sqlite3.ProgrammingError, match=STOPPED):
+            await worker.call(write, conn, "after")
+        with pytest.raises(sqlite3.ProgrammingError, match=STOPPED):
+            await worker.call_inline(write, conn, "after, inline")
+    assert rows(path) == ["before"]
+
+
+async def test_a_call_queued_behind_the_stop_is_answered_with_the_error(db) -> None:
+    path, conn, worker = db
+    busy, release = threading.Event(), threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> str:
+        busy.set()
+        release.wait(30)
+        return "held"
+
+    outcome: dict[str, object] = {}
+
+    async def holder() -> None:
+        outcome["held"] = await worker.call(hold, conn)
+
+    async def late() -> None:
+        try:
+            await worker.call(write, conn, "late")
+        except sqlite3.ProgrammingError as exc:
+            outcome["late"] = exc
+
+    with anyio.fail_after(30):  # a regression leaves "late" waiting forever
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            assert await anyio.to_thread.run_sync(busy.wait, 30)
+            # Another thread stops the worker between this caller's check and its put: the
+            # stop is in the queue first, the call lands behind it.
+            worker._queue.put(sqlite_worker._STOP)
+            tg.start_soon(late)
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    await anyio.to_thread.run_sync(worker.join, 30)
+    assert outcome["held"] == "held", "the call queued before the stop still ran"
+    assert isinstance(outcome["late"], sqlite3.ProgrammingError)
+    assert rows(path) == [], "the late call never ran"
