@@ -14,6 +14,7 @@ from fermix_core.store import (
     StoreClosedError,
     StoreError,
     TurnStateError,
+    engine,
 )
 
 pytestmark = pytest.mark.anyio
@@ -638,6 +639,69 @@ async def test_the_turn_row_names_its_user_message_and_updated_at_is_the_start(
     # One updated_at write per turn: a conversation's activity is when its turns start.
     assert raw.execute("SELECT updated_at FROM conversations WHERE id = ?", (cid,)).fetchone() == (
         started,
+    )
+
+
+async def test_a_reply_goes_in_with_one_insert_and_its_ids_are_the_rows(
+    store: ConversationStore, raw: sqlite3.Connection
+) -> None:
+    """A tool turn's call, result and answer are one multi-row INSERT; a reply longer than
+    one statement's rows takes several; the ids returned are those rows', in order."""
+    cid = await store.conversation_id(KEY)
+    await run_turn(store, cid, "warm", "up")
+    for produced in (
+        tool_exchange(),
+        [Message.assistant("only")],
+        [m for i in range(12) for m in tool_exchange(f"c{i}", f"answer {i}")],  # 36 rows
+    ):
+        start = await store.start_turn(cid, Message.user("q"), speaker="owner", sender_id="u")
+        statements: list[str] = []
+        store._sync.conn.set_trace_callback(statements.append)
+        try:
+            ids = await store.commit_turn(
+                start.handle.turn_id, produced, usage=Usage(), model="m", provider="p"
+            )
+        finally:
+            store._sync.conn.set_trace_callback(None)
+        inserts = [s for s in statements if s.startswith("INSERT INTO messages")]
+        assert len(inserts) == -(-len(produced) // engine._REPLY_ROWS_MAX)
+        rows = raw.execute(
+            "SELECT id, seq, body FROM messages WHERE turn_id = ? AND id != ? ORDER BY seq",
+            (start.handle.turn_id, start.handle.user_message_id),
+        ).fetchall()
+        assert ids == [row[0] for row in rows]
+        assert [Message.model_validate_json(row[2]) for row in rows] == produced
+        user_seq = start.window[-1].seq + 1
+        assert [row[1] for row in rows] == list(range(user_seq + 1, user_seq + 1 + len(produced)))
+        window = await store.load_window(cid)
+        assert [m.id for m in window[-len(produced) :]] == ids
+        assert [m.message for m in window[-len(produced) :]] == produced
+
+
+async def test_message_ids_near_the_limit_refuse_a_turn_and_write_nothing(
+    store: ConversationStore, raw: sqlite3.Connection
+) -> None:
+    """Reply ids are worked out from SQLite's "largest id + 1" rule, which stops holding at
+    an id of 2**63 - 1: a database whose ids came anywhere near it starts no turn."""
+    cid = await store.conversation_id(KEY)
+    await run_turn(store, cid, "q", "a")
+    (updated,) = raw.execute("SELECT updated_at FROM conversations WHERE id = ?", (cid,)).fetchone()
+    raw.execute(
+        "INSERT INTO messages (id, conversation_id, turn_id, seq, anchor_seq, kind, role, "
+        "speaker, sender_id, body, text, created_at) "
+        "VALUES (?, ?, NULL, 99, 99, 'marker', 'assistant', 'system', NULL, ?, 'x', 0)",
+        (engine.MAX_MESSAGE_ID, cid, Message.assistant("x").model_dump_json()),
+    )
+    for attempt in (
+        store.start_turn(cid, Message.user("next"), speaker="owner", sender_id="u"),
+        store.begin_turn(cid, Message.user("next"), speaker="owner", sender_id="u", session_id="s"),
+    ):
+        with pytest.raises(StoreError, match=r"message ids .* have reached"):
+            await attempt
+    assert count(raw, "SELECT COUNT(*) FROM turns") == 1
+    assert count(raw, "SELECT COUNT(*) FROM messages") == 3
+    assert raw.execute("SELECT updated_at FROM conversations WHERE id = ?", (cid,)).fetchone() == (
+        updated,
     )
 
 

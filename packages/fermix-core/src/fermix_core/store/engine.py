@@ -60,6 +60,11 @@ _SESSION_COUNTER = "session"
 #: skipped for good (the numbers stay unique and increase within a process and across its
 #: restarts; they never were dense across processes sharing the file).
 SESSION_BLOCK = 100
+#: A turn starts only while every message id is below this. Reply rows take the ids after
+#: the table's largest (SQLite's rule until an id of 2**63 - 1 exists, when it starts picking
+#: ids at random), and a commit works its rows' ids out from that rule; this bound keeps
+#: any database this store writes a few quintillion rows away from the exception.
+MAX_MESSAGE_ID = 2**62
 #: Open turns this connection remembers for a cheaper commit (beyond it, commits read the row).
 _OPEN_TURNS_MAX = 4096
 
@@ -106,9 +111,18 @@ _INSERT_USER = (
     "sender_id, sender_name, body, text, created_at) "
     "VALUES (?, ?, ?, ?, ?, 'message', ?, ?, ?, ?, ?, ?, ?)"
 )
-_INSERT_REPLY = (
+_INSERT_REPLY_HEAD = (
     "INSERT INTO messages (conversation_id, turn_id, seq, anchor_seq, kind, role, speaker, "
-    "sender_id, body, text, created_at) VALUES (?, ?, ?, ?, 'message', ?, ?, NULL, ?, ?, ?)"
+    "sender_id, body, text, created_at) VALUES "
+)
+_REPLY_ROW = "(?, ?, ?, ?, 'message', ?, ?, NULL, ?, ?, ?)"
+#: A reply's rows go in with one ``INSERT`` of up to this many rows (a tool turn's call,
+#: result and answer are three); a longer reply takes more statements of this size.
+_REPLY_ROWS_MAX = 16
+#: ``_INSERT_REPLIES[n]``: the ``INSERT`` of *n* reply rows. No ``RETURNING``: it costs
+#: SQLite a scratch table per statement; the ids follow from the last one (see _insert_rows).
+_INSERT_REPLIES = tuple(
+    _INSERT_REPLY_HEAD + ", ".join([_REPLY_ROW] * n) for n in range(_REPLY_ROWS_MAX + 1)
 )
 _FINISH_TURN = (
     "UPDATE turns SET status = 'committed', model = ?, provider = ?, input_tokens = ?, "
@@ -215,7 +229,14 @@ class SyncStore:
         if not rows:
             raise _unknown_conversation(conversation_id)
         row = rows[0]
-        return (int(row[0]), row[1], int(row[2] or 0)), int(row[3] or 0)
+        newest_id = int(row[3] or 0)
+        if newest_id >= MAX_MESSAGE_ID:
+            raise StoreError(
+                f"message ids in {self.path} have reached {newest_id}, past what this store "
+                f"numbers ({MAX_MESSAGE_ID}); nothing was written. Move memory.db aside to "
+                "start with empty history (the old file can still be read)"
+            )
+        return (int(row[0]), row[1], int(row[2] or 0)), newest_id
 
     def _window(
         self, conversation_id: int, state: tuple[int, int | None, int] | None = None
@@ -500,10 +521,11 @@ class SyncStore:
 
         For a turn this connection began, four statements: ``BEGIN IMMEDIATE``, the flip
         (``… WHERE status = 'started'``: a stopped or finished turn changes nothing, and the
-        whole transaction is given up), one ``INSERT`` per message, ``COMMIT``. The first
-        row takes the seq after the cached window's newest; the unique ``(conversation_id,
-        seq)`` constraint proves that right, and if another writer took it, the newest seq
-        is read and the rows go after it. Otherwise the turn and the newest seq are read.
+        whole transaction is given up), one multi-row ``INSERT`` of the messages (see
+        :meth:`_insert_reply`), ``COMMIT``. The first row takes the seq after the cached
+        window's newest; the unique ``(conversation_id, seq)`` constraint proves that
+        right, and if another writer took it, the newest seq is read and the rows go after
+        it. Otherwise the turn and the newest seq are read.
         """
         encoded = [encode(m) for m in messages]
         facts = self._open.get(turn_id)
@@ -575,27 +597,57 @@ class SyncStore:
         now: float,
     ) -> list[tuple[int, int]]:
         """Insert a reply's rows after the conversation's newest seq (*top* when the cached
-        window knows it, proved by the unique constraint); their ``(id, seq)``."""
+        window knows it, proved by the unique constraint); their ``(id, seq)``.
+
+        One multi-row ``INSERT`` (per :data:`_REPLY_ROWS_MAX` rows): a tool turn's call,
+        result and answer are one statement, not three. A seq another writer took fails
+        the statement as a whole — nothing of it is written and the transaction goes on —
+        and the rows then go after the newest seq. Only the first statement can meet that
+        (the write lock is held from there on).
+        """
         cur = self._cur
         if top is None:
             top = int(cur.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
-        role, body, text = encoded[0]
-        first = (conversation_id, turn_id, top + 1, anchor, role, speaker, body, text, now)
         try:
-            first_id = cur.execute(_INSERT_REPLY, first).lastrowid
+            return self._insert_rows(conversation_id, turn_id, speaker, anchor, top, encoded, now)
         except sqlite3.IntegrityError as exc:
             if str(exc) != _SEQ_TAKEN:
                 raise
-            # Another writer appended since the window was cached; the failed INSERT
-            # changed nothing (the transaction goes on). The rows go after the newest.
+            # Another writer appended since the window was cached.
             self._windows.drop(conversation_id)
             top = int(cur.execute(_SELECT_TOP, (conversation_id,)).fetchone()[0])
-            first = (conversation_id, turn_id, top + 1, anchor, role, speaker, body, text, now)
-            first_id = cur.execute(_INSERT_REPLY, first).lastrowid
-        ids = [(first_id, top + 1)]
-        for offset, (role, body, text) in enumerate(encoded[1:], start=2):
-            row = (conversation_id, turn_id, top + offset, anchor, role, speaker, body, text, now)
-            ids.append((cur.execute(_INSERT_REPLY, row).lastrowid, top + offset))
+            return self._insert_rows(conversation_id, turn_id, speaker, anchor, top, encoded, now)
+
+    def _insert_rows(
+        self,
+        conversation_id: int,
+        turn_id: int,
+        speaker: str,
+        anchor: int,
+        top: int,
+        encoded: list[EncodedMessage],
+        now: float,
+    ) -> list[tuple[int, int]]:
+        """The rows' ``INSERT``s at seqs ``top + 1 …``; their ``(id, seq)``.
+
+        SQLite gives each new row the table's largest id + 1, in the order of the
+        ``VALUES`` (it picks ids at random only once an id of 2**63 - 1 exists, which
+        :data:`MAX_MESSAGE_ID` keeps this store far from), so a statement's rows have the
+        ids that end at its ``lastrowid``: no ``RETURNING`` (a scratch table per statement).
+        """
+        cur = self._cur
+        if len(encoded) == 1:
+            role, body, text = encoded[0]
+            row = (conversation_id, turn_id, top + 1, anchor, role, speaker, body, text, now)
+            return [(cur.execute(_INSERT_REPLIES[1], row).lastrowid, top + 1)]
+        ids: list[tuple[int, int]] = []
+        for at in range(0, len(encoded), _REPLY_ROWS_MAX):
+            chunk = encoded[at : at + _REPLY_ROWS_MAX]
+            params: list[object] = []
+            for i, (role, body, text) in enumerate(chunk, start=top + at + 1):
+                params += (conversation_id, turn_id, i, anchor, role, speaker, body, text, now)
+            first = cur.execute(_INSERT_REPLIES[len(chunk)], params).lastrowid - len(chunk) + 1
+            ids += [(first + i, top + at + 1 + i) for i in range(len(chunk))]
         return ids
 
     def _read_turn(self, turn_id: int) -> tuple[int, str, int]:
