@@ -248,7 +248,7 @@ async def test_a_version_1_database_gains_sender_names_and_keeps_its_history(
         assert window[0].sender_name is None
     check = sqlite3.connect(db_path)
     try:
-        assert read_version(check) == SCHEMA_VERSION == 3
+        assert read_version(check) == SCHEMA_VERSION == 4
         columns = {row[1] for row in check.execute("PRAGMA table_info(messages)")}
         assert "sender_name" in columns
     finally:

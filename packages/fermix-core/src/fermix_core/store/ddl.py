@@ -101,9 +101,6 @@ STATEMENTS: tuple[str, ...] = (
         ")\n"
         "\n"
     ),
-    (
-        "CREATE INDEX IF NOT EXISTS ix_messages_window ON messages (conversation_id, anchor_seq, seq)"
-    ),
 )
 
 

@@ -69,10 +69,12 @@ MAX_MESSAGE_ID = 2**62
 _OPEN_TURNS_MAX = 4096
 
 # The window: rows anchored at or after the window start, summaries aside, and of turns that
-# did not commit only the user message (and its stop marker).
+# did not commit only the user message (and its stop marker). A row's anchor_seq is never
+# above its seq, so the rows are a range of the unique (conversation_id, seq) index from the
+# start on (parameters: conversation id, start, start); SQLite sorts that range.
 _WINDOW_WHERE = """
     FROM messages m LEFT JOIN turns t ON t.id = m.turn_id
-    WHERE m.conversation_id = ? AND m.anchor_seq >= ? AND m.kind != 'summary'
+    WHERE m.conversation_id = ? AND m.seq >= ? AND m.anchor_seq >= ? AND m.kind != 'summary'
       AND (m.turn_id IS NULL OR m.kind = 'marker' OR t.status = 'committed'
            OR t.user_message_id = m.id)
     ORDER BY m.anchor_seq, m.seq
@@ -134,6 +136,18 @@ _SELECT_TURN = (
     "LEFT JOIN messages m ON m.id = t.user_message_id WHERE t.id = ?"
 )
 _SELECT_TOP = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?"
+# The conversation's last row in window order (summaries aside). The newest row's anchor
+# bounds it from below: a row after that one in (anchor_seq, seq) order has a larger
+# anchor_seq, and so a larger seq. The rows from there are a short range of the unique
+# (conversation_id, seq) index (the turns since the newest row's question).
+_SELECT_LAST = (
+    "SELECT m.role, m.turn_id, m.anchor_seq, t.status FROM messages m "
+    "LEFT JOIN turns t ON t.id = m.turn_id "
+    "WHERE m.conversation_id = ? AND m.kind != 'summary' AND m.seq >= ("
+    "SELECT n.anchor_seq FROM messages n WHERE n.conversation_id = ? AND n.kind != 'summary' "
+    "ORDER BY n.seq DESC LIMIT 1) "
+    "ORDER BY m.anchor_seq DESC, m.seq DESC LIMIT 1"
+)
 #: SQLite's message for a ``seq`` already taken in the conversation.
 _SEQ_TAKEN = "UNIQUE constraint failed: messages.conversation_id, messages.seq"
 
@@ -256,7 +270,7 @@ class SyncStore:
             summary = None if row is None else _decode(conversation_id, row, self._parsed)
         rows: list[StoredMessage] = []
         keys: list[tuple[int, int]] = []
-        for row in conn.execute(_SELECT_WINDOW, (conversation_id, start)).fetchall():
+        for row in conn.execute(_SELECT_WINDOW, (conversation_id, start, start)).fetchall():
             stored = _decode(conversation_id, row, self._parsed)
             if stored is not None:
                 rows.append(stored)
@@ -326,7 +340,9 @@ class SyncStore:
         self._windows.drop(conversation_id)
         with write_transaction(self.conn) as conn:
             start, _ = self._conversation(conversation_id)
-            rows = conn.execute(_SELECT_WINDOW_POSITIONS, (conversation_id, start)).fetchall()
+            rows = conn.execute(
+                _SELECT_WINDOW_POSITIONS, (conversation_id, start, start)
+            ).fetchall()
             seq = self._next_seq(conversation_id)
             # A cut inside a turn moves back to that turn's user message: the tail never
             # opens with a tool result whose call left the window, and nothing the caller
@@ -697,13 +713,7 @@ class SyncStore:
         self._windows.drop(conversation_id)
         with write_transaction(self.conn) as conn:
             self._conversation(conversation_id)
-            last = conn.execute(
-                "SELECT m.role, m.turn_id, m.anchor_seq, t.status FROM messages m "
-                "LEFT JOIN turns t ON t.id = m.turn_id "
-                "WHERE m.conversation_id = ? AND m.kind != 'summary' "
-                "ORDER BY m.anchor_seq DESC, m.seq DESC LIMIT 1",
-                (conversation_id,),
-            ).fetchone()
+            last = conn.execute(_SELECT_LAST, (conversation_id, conversation_id)).fetchone()
             if last is None:
                 return False
             last_role, turn_id, anchor, status = last

@@ -16,7 +16,7 @@ tables creates exactly these and nothing else.
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, Index, UniqueConstraint
+from sqlalchemy import CheckConstraint, UniqueConstraint
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
@@ -124,8 +124,10 @@ class MessageRow(StoreModel, table=True):
 
     __tablename__ = "messages"
     __table_args__ = (
+        # Also the index of every query by conversation: windows read the range from their
+        # start's seq (anchor_seq <= seq), so no second index of the window's own order is
+        # kept (it cost every turn's two commits a page each).
         UniqueConstraint("conversation_id", "seq", name="uq_messages_conversation_seq"),
-        Index("ix_messages_window", "conversation_id", "anchor_seq", "seq"),
         _one_of("kind", KINDS, "ck_messages_kind"),
         _one_of("role", ROLES, "ck_messages_role"),
         _one_of("speaker", SPEAKERS, "ck_messages_speaker"),

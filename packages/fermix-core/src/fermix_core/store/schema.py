@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 COMPONENT = "conversations"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 KINDS = ("message", "summary", "marker")
 SPEAKERS = ("owner", "guest", "job", "system")
@@ -141,9 +141,30 @@ def _cheaper_checks(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA writable_schema = OFF")
 
 
+#: The index version 4 drops (see :func:`_one_index_for_messages`).
+WINDOW_INDEX = "ix_messages_window"
+
+
+def _one_index_for_messages(conn: sqlite3.Connection) -> None:
+    """Version 4: ``ix_messages_window`` dropped; every message row then writes one index.
+
+    Window reads take the range from the window's start on the unique ``(conversation_id,
+    seq)`` index (a row's ``anchor_seq`` never exceeds its ``seq``) and sort it, instead of
+    reading the window's order from a second index that cost each of a turn's two commits
+    a page in the log. Dropping an index touches no row: its pages go to the file's free
+    list (reused by later writes; the file does not shrink), and SQLite reads each of them
+    once to do so — a moment for a home of a million messages.
+    """
+    conn.execute(f"DROP INDEX IF EXISTS {WINDOW_INDEX}")
+
+
 #: ``{target_version: step}``. Version 1 is the baseline and has no step: a database with
 #: no version is created from the models instead.
-MIGRATIONS: dict[int, Migration] = {2: _add_sender_name, 3: _cheaper_checks}
+MIGRATIONS: dict[int, Migration] = {
+    2: _add_sender_name,
+    3: _cheaper_checks,
+    4: _one_index_for_messages,
+}
 
 
 def probe_version(path: Path) -> int | None:
