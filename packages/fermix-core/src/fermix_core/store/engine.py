@@ -71,13 +71,16 @@ _OPEN_TURNS_MAX = 4096
 # The window: rows anchored at or after the window start, summaries aside, and of turns that
 # did not commit only the user message (and its stop marker). A row's anchor_seq is never
 # above its seq, so the rows are a range of the unique (conversation_id, seq) index from the
-# start on (parameters: conversation id, start, start); SQLite sorts that range.
+# start on (parameters: conversation id, start, start), read in that index's order. Window
+# order is (anchor_seq, seq): the same, unless a turn committed after a later one began; the
+# reader puts such rows in place itself (SQLite's sorter would copy every row, bodies
+# included, to sort what is almost always sorted already).
 _WINDOW_WHERE = """
     FROM messages m LEFT JOIN turns t ON t.id = m.turn_id
     WHERE m.conversation_id = ? AND m.seq >= ? AND m.anchor_seq >= ? AND m.kind != 'summary'
       AND (m.turn_id IS NULL OR m.kind = 'marker' OR t.status = 'committed'
            OR t.user_message_id = m.id)
-    ORDER BY m.anchor_seq, m.seq
+    ORDER BY m.seq
 """
 _COLUMNS = (
     "SELECT m.id, m.turn_id, m.seq, m.kind, m.speaker, m.sender_id, m.body, m.created_at, "
@@ -270,11 +273,19 @@ class SyncStore:
             summary = None if row is None else _decode(conversation_id, row, self._parsed)
         rows: list[StoredMessage] = []
         keys: list[tuple[int, int]] = []
+        anchor = ordered = 0
         for row in conn.execute(_SELECT_WINDOW, (conversation_id, start, start)).fetchall():
             stored = _decode(conversation_id, row, self._parsed)
             if stored is not None:
                 rows.append(stored)
                 keys.append((row[10], row[2]))
+                if row[10] < anchor:
+                    ordered = -1
+                anchor = row[10]
+        if ordered:  # a turn committed after a later one began: its rows go back to it
+            pairs = sorted(zip(keys, rows, strict=True), key=_first)
+            keys = [key for key, _ in pairs]
+            rows = [row for _, row in pairs]
         window = _Window(start, summary_id, top, summary, rows, keys)
         self._windows.put(conversation_id, window)
         return window
@@ -343,6 +354,7 @@ class SyncStore:
             rows = conn.execute(
                 _SELECT_WINDOW_POSITIONS, (conversation_id, start, start)
             ).fetchall()
+            rows.sort(key=_window_order)  # read in seq order (see _WINDOW_WHERE)
             seq = self._next_seq(conversation_id)
             # A cut inside a turn moves back to that turn's user message: the tail never
             # opens with a tool result whose call left the window, and nothing the caller
@@ -776,6 +788,15 @@ class SyncStore:
 
 
 _warned_rows: set[tuple[str, int]] = set()
+
+
+def _first(pair: tuple) -> object:
+    return pair[0]
+
+
+def _window_order(position: tuple[int, int]) -> tuple[int, int]:
+    """A ``(seq, anchor_seq)`` row's place in window order."""
+    return position[1], position[0]
 
 
 def _unknown_conversation(conversation_id: int) -> StoreError:
