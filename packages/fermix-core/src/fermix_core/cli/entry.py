@@ -64,6 +64,8 @@ def _ask(args: list[str], *, console: bool) -> int:
 
         options = parse_ask_args(args)
         if options is not None:
+            if console:
+                startup.lean_code()  # not for the typer form below: its help is docstrings
             from fermix_core.cli.logsetup import configure_logging
 
             configure_logging()

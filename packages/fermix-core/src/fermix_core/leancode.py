@@ -1,0 +1,223 @@
+"""Module bytecode without the docstrings nothing reads, for the one-off ``fermix ask``.
+
+Every function's docstring is a string constant of its code object, and every module's is
+kept as ``module.__doc__``: a cold ask holds about 1.5 MiB of them (pydantic, asyncio,
+anyio, e-mail, httpx, Fermix's own …) for code whose documentation nobody reads while it
+runs. ``python -OO`` drops them, but it also drops ``assert`` statements and class
+docstrings (pydantic takes a model's JSON-schema description from its class docstring,
+and tool argument models are sent to the model that way), and it cannot be chosen from
+inside a process that has started.
+
+While installed (:func:`fermix_core.startup.lean_code`, only for the console ask once its
+arguments are parsed), :class:`LeanFinder` hands every module the path-based finder would
+load from source a :class:`LeanLoader`, whose code is the usual code with the docstrings
+of the module and of its functions replaced by ``None`` — what the compiler produces for a
+function without one. Class docstrings, ``assert`` statements and everything else are
+left as they are. The lean code is cached like ``__pycache__`` does (same header: the
+interpreter's magic number and the source's modification time and size), under
+``$FERMIX_HOME/cache/bytecode`` mirroring the source's absolute path (so a read-only
+installation is served too); a file that is missing, stale, damaged, not a private regular
+file of this user, or from another interpreter is ignored and written again from the
+module's ordinary bytecode. Nothing is written before the home exists, nor when
+``sys.dont_write_bytecode`` is set.
+
+The rule for finding a docstring is the compiler's own in CPython 3.11 (the first
+constant of a function's code object is its docstring or ``None``; comprehension and
+lambda code objects hold none); on another interpreter the finder is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from importlib import _bootstrap, _bootstrap_external  # type: ignore[attr-defined]
+from importlib.machinery import PathFinder, SourceFileLoader
+from pathlib import Path
+from typing import Any
+
+#: Where a home keeps the lean bytecode: ``$FERMIX_HOME/cache/<DIR_NAME>/<source dir>/``.
+DIR_NAME = "bytecode"
+#: The interpreters whose compiler follows the docstring rule above.
+SUPPORTED = sys.version_info[:2] == (3, 11)
+
+_CODE_TYPE = type(compile("", "", "exec"))
+_FUNCTION_FLAGS = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: functions, not class bodies
+#: Code objects with no docstring slot: their first constant is whatever they use first.
+_NO_DOCSTRING = frozenset({"<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>", "<lambda>"})
+#: CPython 3.11's opcodes (``opcode.opmap``) for reading a module's first instructions.
+_LOAD_CONST, _STORE_NAME, _EXTENDED_ARG = 100, 90, 144
+#: What may come before a module stores its docstring: CACHE, NOP, SETUP_ANNOTATIONS, RESUME.
+_SKIPPED = frozenset({0, 9, 85, 151})
+
+
+def strip_docstrings(code: Any) -> Any:
+    """*code* (a module's) with its own docstring and its functions' set to ``None``."""
+    return _strip(code, module=True)
+
+
+def _strip(code: Any, *, module: bool = False) -> Any:
+    consts = code.co_consts
+    new: list[Any] | None = None
+    for i, value in enumerate(consts):
+        if type(value) is _CODE_TYPE:
+            lean = _strip(value)
+            if lean is not value:
+                new = new if new is not None else list(consts)
+                new[i] = lean
+    if consts and type(consts[0]) is str:
+        if module:
+            docstring = _module_docstring(code)
+        else:
+            docstring = (
+                code.co_flags & _FUNCTION_FLAGS == _FUNCTION_FLAGS
+                and code.co_name not in _NO_DOCSTRING
+            )
+        if docstring:
+            new = new if new is not None else list(consts)
+            new[0] = None
+    return code if new is None else code.replace(co_consts=tuple(new))
+
+
+def _module_docstring(code: Any) -> bool:
+    """Whether the module's first constant is its docstring and used for nothing else:
+    the module starts by storing it as ``__doc__`` and loads it nowhere else.
+
+    Read from the 3.11 bytecode directly (two bytes an instruction): importing :mod:`dis`
+    here would bring it through this very loader.
+    """
+    raw = code.co_code
+    units = [(raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
+    loads = [
+        i
+        for i, (op, arg) in enumerate(units)
+        if op == _LOAD_CONST and arg == 0 and (i == 0 or units[i - 1][0] != _EXTENDED_ARG)
+    ]
+    ops = [unit for unit in units if unit[0] not in _SKIPPED]
+    return (
+        len(loads) == 1
+        and len(ops) >= 2
+        and ops[0] == (_LOAD_CONST, 0)
+        and ops[1][0] == _STORE_NAME
+        and code.co_names[ops[1][1]] == "__doc__"
+    )
+
+
+class LeanFinder:
+    """A :data:`sys.meta_path` finder placed before :class:`~importlib.machinery.PathFinder`:
+    its specs are the path finder's, with a :class:`LeanLoader` for source modules."""
+
+    def __init__(self, root: Path, *, write: bool = True) -> None:
+        self.root = root
+        self.write = write
+        self.tag = sys.implementation.cache_tag
+        self.hits = 0
+        self.written = 0
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        spec = PathFinder.find_spec(name, path, target)
+        if spec is None or type(spec.loader) is not SourceFileLoader or not spec.origin:
+            return spec
+        spec.loader = LeanLoader(spec.loader.name, spec.loader.path, self)
+        spec.cached = str(self.cache_path(spec.origin))
+        return spec
+
+    def cache_path(self, source: str) -> Path:
+        """Where the lean bytecode of *source* is kept (``sys.pycache_prefix``'s layout)."""
+        head, _, tail = source.rpartition(os.sep)
+        stem = tail.rpartition(".")[0] or tail
+        return self.root / head.lstrip(os.sep) / f"{stem}.{self.tag}.pyc"
+
+    def read(self, path: Path) -> bytes | None:
+        """The file's bytes when it is a regular file of this user that others cannot
+        write (not followed through a link), else ``None``."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return None
+            data = os.read(fd, info.st_size)
+            return data if len(data) == info.st_size else None
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def store(self, path: Path, data: bytes) -> None:
+        """Write *data* to *path* atomically (as ``__pycache__`` files are), never raising."""
+        if not self.write or sys.dont_write_bytecode:
+            return
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _bootstrap_external._write_atomic(str(path), data, 0o600)
+        except OSError:
+            return
+        self.written += 1
+
+    def install(self) -> LeanFinder:
+        """Go in front of the path finder in :data:`sys.meta_path` (once)."""
+        if self not in sys.meta_path:
+            try:
+                at = sys.meta_path.index(PathFinder)
+            except ValueError:
+                return self  # no path finder to stand in front of
+            sys.meta_path.insert(at, self)
+        return self
+
+    def uninstall(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+class LeanLoader(SourceFileLoader):
+    """A source file loader whose code comes without docstrings (see the module text)."""
+
+    def __init__(self, fullname: str, path: str, finder: LeanFinder) -> None:
+        super().__init__(fullname, path)
+        self.finder = finder
+
+    def get_code(self, fullname: str) -> Any:
+        source = self.get_filename(fullname)
+        try:
+            stats = self.path_stats(source)
+        except OSError:
+            return super().get_code(fullname)
+        mtime, size = int(stats["mtime"]), stats.get("size")
+        lean_path = self.finder.cache_path(source)
+        data = self.finder.read(lean_path)
+        if data is not None:
+            details = {"name": fullname, "path": str(lean_path)}
+            try:
+                flags = _bootstrap_external._classify_pyc(data, fullname, details)
+                if flags == 0:  # timestamp-based, the only kind written here
+                    _bootstrap_external._validate_timestamp_pyc(
+                        data, mtime, size, fullname, details
+                    )
+                    _bootstrap._verbose_message("{} matches {}", lean_path, source)
+                    code = _bootstrap_external._compile_bytecode(
+                        memoryview(data)[16:], fullname, str(lean_path), source
+                    )
+                    self.finder.hits += 1
+                    return code
+            except (ImportError, EOFError, ValueError, TypeError):
+                pass  # stale or damaged: made again below
+        code = strip_docstrings(super().get_code(fullname))
+        if size is not None:
+            self.finder.store(
+                lean_path, _bootstrap_external._code_to_timestamp_pyc(code, mtime, size)
+            )
+        return code
+
+
+def for_home(environ: Any = None) -> LeanFinder | None:
+    """The finder for the home ``FERMIX_HOME`` names, or ``None`` where it does not apply
+    (another interpreter, no cache tag). It writes only into a home that exists."""
+    if not SUPPORTED or sys.implementation.cache_tag is None:
+        return None
+    from fermix_core.homedir import home_path
+
+    home = home_path(environ)
+    return LeanFinder(home / "cache" / DIR_NAME, write=home.is_dir())

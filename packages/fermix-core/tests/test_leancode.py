@@ -1,0 +1,260 @@
+"""Lean bytecode: modules loaded without module and function docstrings — class docstrings,
+asserts and behaviour unchanged — cached under the home and never used when stale,
+damaged, foreign or not private."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from fermix_core import leancode
+from fermix_core.leancode import LeanFinder, LeanLoader
+
+pytestmark = pytest.mark.skipif(not leancode.SUPPORTED, reason="lean bytecode is for 3.11")
+
+SOURCE = '''\
+"""The module's docstring."""
+
+from __future__ import annotations
+
+WORDS = ["doc", "other"]
+
+
+def documented(x):
+    """A function's docstring."""
+    return [w for w in WORDS if w != "doc"] + [x]
+
+
+def undocumented(x):
+    text = "not a docstring"
+    return text + x
+
+
+async def coroutine():
+    """A coroutine's docstring."""
+    return 1
+
+
+def generator():
+    """A generator's docstring."""
+    yield from (w.upper() for w in WORDS if w == "doc")
+
+
+def guarded(x):
+    """Checks its argument."""
+    assert x > 0, "positive only"
+    return (lambda y: y * 2)(x)
+
+
+class Model:
+    """A class's docstring, which pydantic reads for a JSON schema."""
+
+    def method(self):
+        """A method's docstring."""
+
+        def inner():
+            """An inner function's docstring."""
+            return "inner"
+
+        return inner()
+
+    @property
+    def value(self):
+        """A property's docstring."""
+        return 3
+'''
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """(source directory on sys.path, home, import function) with the finder installed
+    for each import only."""
+    src = tmp_path / "src"
+    src.mkdir()
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.syspath_prepend(str(src))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    imported: list[str] = []
+
+    def load(name: str, finder: LeanFinder | None = None):
+        finder = finder or LeanFinder(home / "cache" / leancode.DIR_NAME)
+        sys.modules.pop(name, None)
+        importlib.invalidate_caches()
+        finder.install()
+        try:
+            module = importlib.import_module(name)
+        finally:
+            finder.uninstall()
+        imported.append(name)
+        return module, finder
+
+    yield src, home, load
+    for name in imported:
+        sys.modules.pop(name, None)
+
+
+def test_module_and_function_docstrings_go_class_docstrings_and_asserts_stay(tree) -> None:
+    src, _home, load = tree
+    (src / "lean_sample.py").write_text(SOURCE)
+    module, finder = load("lean_sample")
+    assert isinstance(module.__spec__.loader, LeanLoader)
+    assert module.__doc__ is None
+    for function in (
+        module.documented,
+        module.undocumented,
+        module.coroutine,
+        module.generator,
+        module.guarded,
+        module.Model.method,
+        module.Model.value.fget,
+    ):
+        assert function.__doc__ is None, function
+    assert module.Model.__doc__ == "A class's docstring, which pydantic reads for a JSON schema."
+    # Behaviour is the same: constants that are not docstrings, comprehensions, lambdas,
+    # nested functions, asserts.
+    assert module.documented("x") == ["other", "x"]
+    assert module.undocumented("!") == "not a docstring!"
+    assert list(module.generator()) == ["DOC"]
+    assert module.Model().method() == "inner"
+    assert module.Model().value == 3
+    assert module.guarded(2) == 4
+    with pytest.raises(AssertionError, match="positive only"):
+        module.guarded(0)
+    assert finder.written == 1 and finder.hits == 0
+
+
+def test_the_second_import_comes_from_the_home_cache(tree) -> None:
+    src, home, load = tree
+    (src / "lean_cached.py").write_text(SOURCE)
+    _module, first = load("lean_cached")
+    cached = first.cache_path(str(src / "lean_cached.py"))
+    assert cached.is_file()
+    assert cached.is_relative_to(home / "cache" / leancode.DIR_NAME)
+    assert cached.stat().st_mode & 0o077 == 0
+    module, second = load("lean_cached")
+    assert second.hits == 1 and second.written == 0
+    assert module.__cached__ == str(cached)
+    assert module.documented.__doc__ is None
+    assert module.documented("y") == ["other", "y"]
+
+
+def test_a_changed_source_is_compiled_again(tree) -> None:
+    src, _home, load = tree
+    path = src / "lean_changed.py"
+    path.write_text(SOURCE)
+    load("lean_changed")
+    path.write_text(SOURCE.replace("return 3\n", "return 30\n"))
+    module, finder = load("lean_changed")
+    assert finder.hits == 0 and finder.written == 1
+    assert module.Model().value == 30
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "other interpreter", "empty"])
+def test_a_damaged_cache_file_is_ignored_and_rewritten(tree, damage: str) -> None:
+    src, _home, load = tree
+    (src / "lean_damaged.py").write_text(SOURCE)
+    _module, first = load("lean_damaged")
+    cached = first.cache_path(str(src / "lean_damaged.py"))
+    data = cached.read_bytes()
+    cached.write_bytes(
+        {
+            "truncated": data[: len(data) // 2],
+            "garbage": data[:16] + b"\x00not marshal data" * 10,
+            "other interpreter": b"\x00\x00\r\n" + data[4:],
+            "empty": b"",
+        }[damage]
+    )
+    module, finder = load("lean_damaged")
+    assert finder.hits == 0 and finder.written == 1
+    assert module.documented("z") == ["other", "z"]
+    _module, third = load("lean_damaged")  # the rewritten file is served
+    assert third.hits == 1
+
+
+@pytest.mark.parametrize("unsafe", ["group-writable", "symlink"])
+def test_a_cache_file_others_could_write_is_never_used(tree, tmp_path: Path, unsafe: str) -> None:
+    src, _home, load = tree
+    (src / "lean_unsafe.py").write_text(SOURCE)
+    _module, first = load("lean_unsafe")
+    cached = first.cache_path(str(src / "lean_unsafe.py"))
+    if unsafe == "group-writable":
+        cached.chmod(0o664)
+    else:
+        elsewhere = tmp_path / "planted.pyc"
+        elsewhere.write_bytes(cached.read_bytes())
+        cached.unlink()
+        cached.symlink_to(elsewhere)
+    finder = LeanFinder(first.root, write=False)
+    module, _ = load("lean_unsafe", finder)
+    assert finder.hits == 0
+    assert module.documented("w") == ["other", "w"]
+
+
+def test_a_module_with_annotations_loses_its_docstring_too(tree) -> None:
+    src, _home, load = tree
+    (src / "lean_annotated.py").write_text('"""Annotated."""\nLIMIT: int = 3\n')
+    module, _finder = load("lean_annotated")
+    assert module.__doc__ is None
+    assert module.__annotations__ == {"LIMIT": int} and module.LIMIT == 3
+
+
+def test_a_docstring_text_used_again_in_the_module_keeps_its_docstring(tree) -> None:
+    src, _home, load = tree
+    (src / "lean_shared.py").write_text('"""Same text."""\nCOPY = """Same text."""\n')
+    module, _finder = load("lean_shared")
+    assert module.COPY == "Same text."
+    assert module.__doc__ == "Same text."  # one constant for both: left as it is
+
+
+def test_nothing_is_written_without_a_home_or_with_bytecode_writes_off(
+    tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, _home, load = tree
+    (src / "lean_nowrite.py").write_text(SOURCE)
+    missing = tmp_path / "no-home"
+    finder = leancode.for_home({"FERMIX_HOME": str(missing)})
+    assert finder is not None and not finder.write
+    module, _ = load("lean_nowrite", finder)
+    assert module.documented.__doc__ is None
+    assert not missing.exists()
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    finder = LeanFinder(tmp_path / "home" / "cache" / leancode.DIR_NAME)
+    load("lean_nowrite", finder)
+    assert finder.written == 0
+    assert not any((tmp_path / "home").rglob("lean_nowrite*.pyc"))
+
+
+def test_the_finder_stands_in_front_of_the_path_finder_only_while_installed(tree) -> None:
+    _src, home, _load = tree
+    finder = LeanFinder(home / "cache" / leancode.DIR_NAME)
+    before = list(sys.meta_path)
+    finder.install()
+    try:
+        path_finder = next(f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder")
+        assert sys.meta_path.index(finder) == sys.meta_path.index(path_finder) - 1
+        finder.install()  # once
+        assert sys.meta_path.count(finder) == 1
+    finally:
+        finder.uninstall()
+    assert sys.meta_path == before
+    assert os.sep in str(finder.cache_path("/a/b/c.py"))
+    assert finder.cache_path("/a/b/c.py") == finder.root / "a" / "b" / (
+        f"c.{sys.implementation.cache_tag}.pyc"
+    )
+
+
+def test_the_stripped_code_is_what_a_source_without_docstrings_compiles_to() -> None:
+    with_docs = compile(textwrap.dedent(SOURCE), "<lean>", "exec")
+    lean = leancode.strip_docstrings(with_docs)
+    namespace: dict = {}
+    exec(lean, namespace)
+    assert namespace["__doc__"] is None
+    assert namespace["documented"].__doc__ is None
+    assert namespace["Model"].__doc__.startswith("A class's docstring")
+    assert namespace["documented"]("a") == ["other", "a"]
