@@ -82,7 +82,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     imported: list[str] = []
 
     def load(name: str, finder: LeanFinder | None = None):
-        finder = finder or LeanFinder(home / "cache" / leancode.DIR_NAME)
+        finder = finder or LeanFinder(str(home / "cache" / leancode.DIR_NAME))
         sys.modules.pop(name, None)
         importlib.invalidate_caches()
         finder.install()
@@ -132,7 +132,7 @@ def test_the_second_import_comes_from_the_home_cache(tree) -> None:
     src, home, load = tree
     (src / "lean_cached.py").write_text(SOURCE)
     _module, first = load("lean_cached")
-    cached = first.cache_path(str(src / "lean_cached.py"))
+    cached = Path(first.cache_path(str(src / "lean_cached.py")))
     assert cached.is_file()
     assert cached.is_relative_to(home / "cache" / leancode.DIR_NAME)
     assert cached.stat().st_mode & 0o077 == 0
@@ -159,7 +159,7 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(tree, damage: str) -> Non
     src, _home, load = tree
     (src / "lean_damaged.py").write_text(SOURCE)
     _module, first = load("lean_damaged")
-    cached = first.cache_path(str(src / "lean_damaged.py"))
+    cached = Path(first.cache_path(str(src / "lean_damaged.py")))
     data = cached.read_bytes()
     cached.write_bytes(
         {
@@ -181,7 +181,7 @@ def test_a_cache_file_others_could_write_is_never_used(tree, tmp_path: Path, uns
     src, _home, load = tree
     (src / "lean_unsafe.py").write_text(SOURCE)
     _module, first = load("lean_unsafe")
-    cached = first.cache_path(str(src / "lean_unsafe.py"))
+    cached = Path(first.cache_path(str(src / "lean_unsafe.py")))
     if unsafe == "group-writable":
         cached.chmod(0o664)
     else:
@@ -219,12 +219,13 @@ def test_nothing_is_written_without_a_home_or_with_bytecode_writes_off(
     missing = tmp_path / "no-home"
     finder = leancode.for_home({"FERMIX_HOME": str(missing)})
     assert finder is not None and not finder.write
+    assert finder.root == str(missing / "cache" / leancode.DIR_NAME / leancode.RULES)
     module, _ = load("lean_nowrite", finder)
     assert module.documented.__doc__ is None
     assert not missing.exists()
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    finder = LeanFinder(tmp_path / "home" / "cache" / leancode.DIR_NAME)
+    finder = LeanFinder(str(tmp_path / "home" / "cache" / leancode.DIR_NAME))
     load("lean_nowrite", finder)
     assert finder.written == 0
     assert not any((tmp_path / "home").rglob("lean_nowrite*.pyc"))
@@ -232,7 +233,7 @@ def test_nothing_is_written_without_a_home_or_with_bytecode_writes_off(
 
 def test_the_finder_stands_in_front_of_the_path_finder_only_while_installed(tree) -> None:
     _src, home, _load = tree
-    finder = LeanFinder(home / "cache" / leancode.DIR_NAME)
+    finder = LeanFinder(str(home / "cache" / leancode.DIR_NAME))
     before = list(sys.meta_path)
     finder.install()
     try:
@@ -243,9 +244,8 @@ def test_the_finder_stands_in_front_of_the_path_finder_only_while_installed(tree
     finally:
         finder.uninstall()
     assert sys.meta_path == before
-    assert os.sep in str(finder.cache_path("/a/b/c.py"))
-    assert finder.cache_path("/a/b/c.py") == finder.root / "a" / "b" / (
-        f"c.{sys.implementation.cache_tag}.pyc"
+    assert finder.cache_path("/a/b/c.py") == os.path.join(
+        finder.root, "a", "b", f"c.{sys.implementation.cache_tag}.pyc"
     )
 
 

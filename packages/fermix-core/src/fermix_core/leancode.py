@@ -8,18 +8,20 @@ docstrings (pydantic takes a model's JSON-schema description from its class docs
 and tool argument models are sent to the model that way), and it cannot be chosen from
 inside a process that has started.
 
-While installed (:func:`fermix_core.startup.lean_code`, only for the console ask once its
-arguments are parsed), :class:`LeanFinder` hands every module the path-based finder would
-load from source a :class:`LeanLoader`, whose code is the usual code with the docstrings
-of the module and of its functions replaced by ``None`` — what the compiler produces for a
-function without one. Class docstrings, ``assert`` statements and everything else are
-left as they are. The lean code is cached like ``__pycache__`` does (same header: the
-interpreter's magic number and the source's modification time and size), under
-``$FERMIX_HOME/cache/bytecode`` mirroring the source's absolute path (so a read-only
-installation is served too); a file that is missing, stale, damaged, not a private regular
-file of this user, or from another interpreter is ignored and written again from the
-module's ordinary bytecode. Nothing is written before the home exists, nor when
-``sys.dont_write_bytecode`` is set.
+While installed — by :func:`fermix_core.startup.begin`, the console ask's first step, until
+the ask's arguments turn out to need typer, whose help texts are docstrings —
+:class:`LeanFinder` hands every module the path-based finder would load from source a
+:class:`LeanLoader`, whose code is the usual code with the docstrings of the module and of
+its functions replaced by ``None``: what the compiler produces for a function without
+one. Class docstrings, ``assert`` statements and everything else are left as they are.
+
+The lean code is cached as ``__pycache__`` caches bytecode (same header: the
+interpreter's magic number, the source's modification time and size), under
+``$FERMIX_HOME/cache/bytecode/<rules version>`` mirroring the source's absolute path, so
+a read-only installation is served too. A file that is missing, stale, damaged, not a
+private regular file of this user, or from another interpreter is ignored and written
+again from the module's ordinary bytecode. Nothing is written before the home exists, nor
+when ``sys.dont_write_bytecode`` is set.
 
 The rule for finding a docstring is the compiler's own in CPython 3.11 (the first
 constant of a function's code object is its docstring or ``None``; comprehension and
@@ -28,16 +30,26 @@ lambda code objects hold none); on another interpreter the finder is not install
 
 from __future__ import annotations
 
+# The import system's own modules (always loaded): importing ``importlib``, ``pathlib`` or
+# ``typing`` here would load them before the finder is in place, with their docstrings.
+import _frozen_importlib as _bootstrap  # type: ignore[import-not-found]
+import _frozen_importlib_external as _bootstrap_external  # type: ignore[import-not-found]
 import os
 import stat
 import sys
-from importlib import _bootstrap, _bootstrap_external  # type: ignore[attr-defined]
-from importlib.machinery import PathFinder, SourceFileLoader
-from pathlib import Path
-from typing import Any
 
-#: Where a home keeps the lean bytecode: ``$FERMIX_HOME/cache/<DIR_NAME>/<source dir>/``.
+PathFinder = _bootstrap_external.PathFinder
+SourceFileLoader = _bootstrap_external.SourceFileLoader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Any
+
+#: Where a home keeps the lean bytecode:
+#: ``$FERMIX_HOME/cache/<DIR_NAME>/<RULES>/<source dir>/``.
 DIR_NAME = "bytecode"
+#: The version of what is stripped: files written under other rules are never read.
+RULES = "1"
 #: The interpreters whose compiler follows the docstring rule above.
 SUPPORTED = sys.version_info[:2] == (3, 11)
 
@@ -107,7 +119,7 @@ class LeanFinder:
     """A :data:`sys.meta_path` finder placed before :class:`~importlib.machinery.PathFinder`:
     its specs are the path finder's, with a :class:`LeanLoader` for source modules."""
 
-    def __init__(self, root: Path, *, write: bool = True) -> None:
+    def __init__(self, root: str, *, write: bool = True) -> None:
         self.root = root
         self.write = write
         self.tag = sys.implementation.cache_tag
@@ -119,16 +131,16 @@ class LeanFinder:
         if spec is None or type(spec.loader) is not SourceFileLoader or not spec.origin:
             return spec
         spec.loader = LeanLoader(spec.loader.name, spec.loader.path, self)
-        spec.cached = str(self.cache_path(spec.origin))
+        spec.cached = self.cache_path(spec.origin)
         return spec
 
-    def cache_path(self, source: str) -> Path:
+    def cache_path(self, source: str) -> str:
         """Where the lean bytecode of *source* is kept (``sys.pycache_prefix``'s layout)."""
-        head, _, tail = source.rpartition(os.sep)
+        head, tail = os.path.split(source)
         stem = tail.rpartition(".")[0] or tail
-        return self.root / head.lstrip(os.sep) / f"{stem}.{self.tag}.pyc"
+        return os.path.join(self.root, head.lstrip(os.sep), f"{stem}.{self.tag}.pyc")
 
-    def read(self, path: Path) -> bytes | None:
+    def read(self, path: str) -> bytes | None:
         """The file's bytes when it is a regular file of this user that others cannot
         write (not followed through a link), else ``None``."""
         try:
@@ -146,13 +158,13 @@ class LeanFinder:
         finally:
             os.close(fd)
 
-    def store(self, path: Path, data: bytes) -> None:
+    def store(self, path: str, data: bytes) -> None:
         """Write *data* to *path* atomically (as ``__pycache__`` files are), never raising."""
         if not self.write or sys.dont_write_bytecode:
             return
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _bootstrap_external._write_atomic(str(path), data, 0o600)
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            _bootstrap_external._write_atomic(path, data, 0o600)
         except OSError:
             return
         self.written += 1
@@ -189,7 +201,7 @@ class LeanLoader(SourceFileLoader):
         lean_path = self.finder.cache_path(source)
         data = self.finder.read(lean_path)
         if data is not None:
-            details = {"name": fullname, "path": str(lean_path)}
+            details = {"name": fullname, "path": lean_path}
             try:
                 flags = _bootstrap_external._classify_pyc(data, fullname, details)
                 if flags == 0:  # timestamp-based, the only kind written here
@@ -198,7 +210,7 @@ class LeanLoader(SourceFileLoader):
                     )
                     _bootstrap._verbose_message("{} matches {}", lean_path, source)
                     code = _bootstrap_external._compile_bytecode(
-                        memoryview(data)[16:], fullname, str(lean_path), source
+                        memoryview(data)[16:], fullname, lean_path, source
                     )
                     self.finder.hits += 1
                     return code
@@ -217,7 +229,8 @@ def for_home(environ: Any = None) -> LeanFinder | None:
     (another interpreter, no cache tag). It writes only into a home that exists."""
     if not SUPPORTED or sys.implementation.cache_tag is None:
         return None
-    from fermix_core.homedir import home_path
+    from fermix_core.homedir import home_dir
 
-    home = home_path(environ)
-    return LeanFinder(home / "cache" / DIR_NAME, write=home.is_dir())
+    home = home_dir(environ)
+    root = os.path.join(home, "cache", DIR_NAME, RULES)
+    return LeanFinder(root, write=os.path.isdir(home))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # collections and typing load after the lean-code finder is in
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from collections.abc import Sequence
 
 _VERSION_FLAGS = frozenset({"--version", "-V"})
 _HELP_FLAGS = frozenset({"--help", "-h"})
@@ -64,12 +67,12 @@ def _ask(args: list[str], *, console: bool) -> int:
 
         options = parse_ask_args(args)
         if options is not None:
-            if console:
-                startup.lean_code()  # not for the typer form below: its help is docstrings
             from fermix_core.cli.logsetup import configure_logging
 
             configure_logging()
             return ask_command(**options)
+        if console:
+            startup.keep_docstrings()  # typer's help texts are the commands' docstrings
         from fermix_core.cli.app import run
 
         return run(["ask", *args])
