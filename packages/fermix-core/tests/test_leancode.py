@@ -5,9 +5,11 @@ damaged, foreign or not private."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import textwrap
+import traceback
 from pathlib import Path
 
 import pytest
@@ -251,10 +253,76 @@ def test_the_finder_stands_in_front_of_the_path_finder_only_while_installed(tree
 
 def test_the_stripped_code_is_what_a_source_without_docstrings_compiles_to() -> None:
     with_docs = compile(textwrap.dedent(SOURCE), "<lean>", "exec")
-    lean = leancode.strip_docstrings(with_docs)
+    lean = leancode.lean(with_docs)
     namespace: dict = {}
     exec(lean, namespace)
     assert namespace["__doc__"] is None
     assert namespace["documented"].__doc__ is None
     assert namespace["Model"].__doc__.startswith("A class's docstring")
     assert namespace["documented"]("a") == ["other", "a"]
+
+
+def _code_objects(code):
+    yield code
+    for value in code.co_consts:
+        if isinstance(value, type(code)):
+            yield from _code_objects(value)
+
+
+@pytest.mark.parametrize(
+    "module", ["json.decoder", "asyncio.base_events", "dataclasses", "fermix_core.leancode"]
+)
+def test_location_tables_lose_columns_and_keep_every_line(module: str) -> None:
+    spec = importlib.util.find_spec(module)
+    source = Path(spec.origin).read_text(encoding="utf-8")
+    code = compile(source, spec.origin, "exec")
+    stripped = leancode.lean(code)
+    before = list(_code_objects(code))
+    after = list(_code_objects(stripped))
+    assert len(before) == len(after)
+    assert sum(len(c.co_linetable) for c in after) < sum(len(c.co_linetable) for c in before) / 2
+    for old, new in zip(before, after, strict=True):
+        assert [p[0] for p in new.co_positions()] == [p[0] for p in old.co_positions()]
+        assert all(p[2] is None and p[3] is None for p in new.co_positions())
+
+
+def test_a_traceback_through_lean_code_names_the_right_lines(tree) -> None:
+    src, _home, load = tree
+    (src / "lean_raises.py").write_text(
+        "def outer(x):\n"
+        "    values = {'a': 1}\n"
+        "    return inner(values,\n"
+        "                 x)\n"
+        "\n"
+        "def inner(values, key):\n"
+        "    total = sum(v for v in values.values())\n"
+        "    return total + values[key]\n"
+    )
+    module, _finder = load("lean_raises")
+    with pytest.raises(KeyError) as caught:
+        module.outer("missing")
+    frames = [(f.name, f.lineno) for f in traceback.extract_tb(caught.value.__traceback__)]
+    assert frames[-2:] == [("outer", 3), ("inner", 8)]
+    assert traceback.extract_tb(caught.value.__traceback__)[-1].colno is None
+
+
+def test_no_columns_merges_same_line_entries_and_keeps_missing_locations() -> None:
+    # Three short-form entries on one line, a line step of +2 (one-line form, with
+    # columns), a no-location entry, then a long-form entry moving back 3 lines.
+    entries = [
+        [0x80 | 0 << 3 | 1, 0x12],  # code 0: 2 units, same line
+        [0x80 | 1 << 3 | 0, 0x01],  # code 1: 1 unit, same line
+        [0x80 | 2 << 3 | 7, 0x00],  # code 2: 8 units, same line
+        [0x80 | 12 << 3 | 0, 4, 9],  # one-line form: +2 lines, columns 4-9
+        [0x80 | 15 << 3 | 2],  # no location, 3 units
+        [0x80 | 14 << 3 | 0, (3 << 1) | 1, 0, 5, 9],  # long form: -3 lines
+    ]
+    expected = [
+        [0x80 | 13 << 3 | 7, 0],  # 8 units on the same line …
+        [0x80 | 13 << 3 | 2, 0],  # … and the other 3
+        [0x80 | 13 << 3 | 0, 4],  # +2 lines (zigzag 4)
+        [0x80 | 15 << 3 | 2],
+        [0x80 | 13 << 3 | 0, 7],  # -3 lines (zigzag 7)
+    ]
+    table = b"".join(bytes(entry) for entry in entries)
+    assert leancode.no_columns(table) == b"".join(bytes(entry) for entry in expected)

@@ -1,4 +1,5 @@
-"""Module bytecode without the docstrings nothing reads, for the one-off ``fermix ask``.
+"""Module bytecode without the docstrings and column positions nothing reads, for the
+one-off ``fermix ask``.
 
 Every function's docstring is a string constant of its code object, and every module's is
 kept as ``module.__doc__``: a cold ask holds about 1.5 MiB of them (pydantic, asyncio,
@@ -14,6 +15,10 @@ the ask's arguments turn out to need typer, whose help texts are docstrings —
 :class:`LeanLoader`, whose code is the usual code with the docstrings of the module and of
 its functions replaced by ``None``: what the compiler produces for a function without
 one. Class docstrings, ``assert`` statements and everything else are left as they are.
+
+Every code object's location table loses its column positions too (:func:`no_columns`):
+PEP 657's start and end columns are about three quarters of ``co_linetable``, another
+megabyte held for the ``^^^`` markers under a traceback's lines. Line numbers stay exact.
 
 The lean code is cached as ``__pycache__`` caches bytecode (same header: the
 interpreter's magic number, the source's modification time and size), under
@@ -49,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 #: ``$FERMIX_HOME/cache/<DIR_NAME>/<RULES>/<source dir>/``.
 DIR_NAME = "bytecode"
 #: The version of what is stripped: files written under other rules are never read.
-RULES = "1"
+RULES = "2"
 #: The interpreters whose compiler follows the docstring rule above.
 SUPPORTED = sys.version_info[:2] == (3, 11)
 
@@ -57,14 +62,17 @@ _CODE_TYPE = type(compile("", "", "exec"))
 _FUNCTION_FLAGS = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: functions, not class bodies
 #: Code objects with no docstring slot: their first constant is whatever they use first.
 _NO_DOCSTRING = frozenset({"<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>", "<lambda>"})
+#: Location table entry codes (``Objects/locations.md``): one-line forms start at 10.
+_ONE_LINE, _NO_COLUMNS, _LONG, _NO_LOCATION = 10, 13, 14, 15
 #: CPython 3.11's opcodes (``opcode.opmap``) for reading a module's first instructions.
 _LOAD_CONST, _STORE_NAME, _EXTENDED_ARG = 100, 90, 144
 #: What may come before a module stores its docstring: CACHE, NOP, SETUP_ANNOTATIONS, RESUME.
 _SKIPPED = frozenset({0, 9, 85, 151})
 
 
-def strip_docstrings(code: Any) -> Any:
-    """*code* (a module's) with its own docstring and its functions' set to ``None``."""
+def lean(code: Any) -> Any:
+    """*code* (a module's) with its own docstring and its functions' set to ``None``, and
+    every location table without columns (:func:`no_columns`)."""
     return _strip(code, module=True)
 
 
@@ -73,10 +81,10 @@ def _strip(code: Any, *, module: bool = False) -> Any:
     new: list[Any] | None = None
     for i, value in enumerate(consts):
         if type(value) is _CODE_TYPE:
-            lean = _strip(value)
-            if lean is not value:
+            stripped = _strip(value)
+            if stripped is not value:
                 new = new if new is not None else list(consts)
-                new[i] = lean
+                new[i] = stripped
     if consts and type(consts[0]) is str:
         if module:
             docstring = _module_docstring(code)
@@ -88,7 +96,90 @@ def _strip(code: Any, *, module: bool = False) -> Any:
         if docstring:
             new = new if new is not None else list(consts)
             new[0] = None
-    return code if new is None else code.replace(co_consts=tuple(new))
+    changes: dict[str, Any] = {} if new is None else {"co_consts": tuple(new)}
+    table = no_columns(code.co_linetable)
+    if len(table) < len(code.co_linetable):
+        candidate = code.replace(co_linetable=table)
+        if _lines(candidate) == _lines(code):  # every instruction keeps its line
+            changes["co_linetable"] = table
+    return code.replace(**changes) if changes else code
+
+
+def _lines(code: Any) -> list[Any]:
+    return [position[0] for position in code.co_positions()]
+
+
+def no_columns(table: bytes) -> bytes:
+    """A 3.11 location table (``co_linetable``) with only line numbers: what the compiler
+    writes under ``-X no_debug_ranges``.
+
+    Each entry covers 1–8 code units and says how the line moves from the entry before
+    (CPython's ``Objects/locations.md``); the column and end positions that PEP 657 added
+    make up most of the table. Entries keep their line deltas, lose their columns, and
+    neighbours on the same line merge. Tracebacks then show lines without the ``^^^``
+    markers under them; line numbers (tracebacks, warnings, logging) are unchanged, which
+    :func:`_strip` checks for every code object it rewrites.
+    """
+    out = bytearray()
+    kind, length, delta = -1, 0, 0  # the entry being merged: 15 no location, 13 a line
+
+    def flush() -> None:
+        left, move = length, delta
+        while left > 0:
+            part = min(left, 8)
+            out.append(0x80 | kind << 3 | (part - 1))
+            if kind == _NO_COLUMNS:
+                value = (-move << 1) | 1 if move < 0 else move << 1
+                while value >= 64:
+                    out.append((value & 63) | 64)
+                    value >>= 6
+                out.append(value)
+            left, move = left - part, 0
+
+    for code, units, step in _location_entries(table):
+        this = _NO_LOCATION if code == _NO_LOCATION else _NO_COLUMNS
+        if this == kind and step == 0:
+            length += units
+            continue
+        if kind >= 0:
+            flush()
+        kind, length, delta = this, units, step
+    if kind >= 0:
+        flush()
+    return bytes(out)
+
+
+def _location_entries(table: bytes) -> Any:
+    """``(code, code units, line delta)`` for each entry of a 3.11 location table."""
+    i, size = 0, len(table)
+    while i < size:
+        first = table[i]
+        code, units = (first >> 3) & 15, (first & 7) + 1
+        i += 1
+        if code == _NO_LOCATION:
+            step = 0
+        elif code in (_NO_COLUMNS, _LONG):
+            value = shift = 0
+            while True:
+                byte = table[i]
+                i += 1
+                value |= (byte & 63) << shift
+                shift += 6
+                if not byte & 64:
+                    break
+            step = -(value >> 1) if value & 1 else value >> 1
+            if code == _LONG:  # end line delta, start column + 1, end column + 1
+                for _ in range(3):
+                    while table[i] & 64:
+                        i += 1
+                    i += 1
+        elif code >= _ONE_LINE:  # one-line forms: the delta is in the code, two columns
+            step = code - _ONE_LINE
+            i += 2
+        else:  # short forms: same line, one column byte
+            step = 0
+            i += 1
+        yield code, units, step
 
 
 def _module_docstring(code: Any) -> bool:
@@ -216,7 +307,7 @@ class LeanLoader(SourceFileLoader):
                     return code
             except (ImportError, EOFError, ValueError, TypeError):
                 pass  # stale or damaged: made again below
-        code = strip_docstrings(super().get_code(fullname))
+        code = lean(super().get_code(fullname))
         if size is not None:
             self.finder.store(
                 lean_path, _bootstrap_external._code_to_timestamp_pyc(code, mtime, size)
