@@ -307,6 +307,7 @@ def test_a_traceback_through_lean_code_names_the_right_lines(tree) -> None:
 
 
 def test_no_columns_merges_same_line_entries_and_keeps_missing_locations() -> None:
+    """Every entry form of a 3.11 location table, read through ``co_lines``."""
     # Three short-form entries on one line, a line step of +2 (one-line form, with
     # columns), a no-location entry, then a long-form entry moving back 3 lines.
     entries = [
@@ -324,5 +325,8 @@ def test_no_columns_merges_same_line_entries_and_keeps_missing_locations() -> No
         [0x80 | 15 << 3 | 2],
         [0x80 | 13 << 3 | 0, 7],  # -3 lines (zigzag 7)
     ]
-    table = b"".join(bytes(entry) for entry in entries)
-    assert leancode.no_columns(table) == b"".join(bytes(entry) for entry in expected)
+    code = compile("x = 1\n" * 20, "<table>", "exec")
+    code = code.replace(co_linetable=b"".join(bytes(entry) for entry in entries))
+    table, lines = leancode.no_columns(code)
+    assert table == b"".join(bytes(entry) for entry in expected)
+    assert lines == [(0, 22, 1), (22, 24, 3), (24, 30, None), (30, 32, 0)]

@@ -62,8 +62,8 @@ _CODE_TYPE = type(compile("", "", "exec"))
 _FUNCTION_FLAGS = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: functions, not class bodies
 #: Code objects with no docstring slot: their first constant is whatever they use first.
 _NO_DOCSTRING = frozenset({"<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>", "<lambda>"})
-#: Location table entry codes (``Objects/locations.md``): one-line forms start at 10.
-_ONE_LINE, _NO_COLUMNS, _LONG, _NO_LOCATION = 10, 13, 14, 15
+#: Location table entry codes (``Objects/locations.md``): a line without columns, no line.
+_NO_COLUMNS, _NO_LOCATION = 13, 15
 #: CPython 3.11's opcodes (``opcode.opmap``) for reading a module's first instructions.
 _LOAD_CONST, _STORE_NAME, _EXTENDED_ARG = 100, 90, 144
 #: What may come before a module stores its docstring: CACHE, NOP, SETUP_ANNOTATIONS, RESUME.
@@ -97,34 +97,34 @@ def _strip(code: Any, *, module: bool = False) -> Any:
             new = new if new is not None else list(consts)
             new[0] = None
     changes: dict[str, Any] = {} if new is None else {"co_consts": tuple(new)}
-    table = no_columns(code.co_linetable)
+    table, lines = no_columns(code)
     if len(table) < len(code.co_linetable):
         candidate = code.replace(co_linetable=table)
-        if _lines(candidate) == _lines(code):  # every instruction keeps its line
+        if _merged(candidate.co_lines()) == lines:  # every instruction keeps its line
             changes["co_linetable"] = table
     return code.replace(**changes) if changes else code
 
 
-def _lines(code: Any) -> list[Any]:
-    return [position[0] for position in code.co_positions()]
+def no_columns(code: Any) -> tuple[bytes, list[tuple[int, int, int | None]]]:
+    """*code*'s location table with only line numbers — what the compiler writes under
+    ``-X no_debug_ranges`` — and the code's line ranges, neighbours on one line merged.
 
-
-def no_columns(table: bytes) -> bytes:
-    """A 3.11 location table (``co_linetable``) with only line numbers: what the compiler
-    writes under ``-X no_debug_ranges``.
-
-    Each entry covers 1–8 code units and says how the line moves from the entry before
-    (CPython's ``Objects/locations.md``); the column and end positions that PEP 657 added
-    make up most of the table. Entries keep their line deltas, lose their columns, and
-    neighbours on the same line merge. Tracebacks then show lines without the ``^^^``
-    markers under them; line numbers (tracebacks, warnings, logging) are unchanged, which
-    :func:`_strip` checks for every code object it rewrites.
+    The table is written from :meth:`~types.CodeType.co_lines`: each entry covers 1–8
+    code units and moves the line by a signed delta from the line before (CPython's
+    ``Objects/locations.md``: code 13, "no column info"; code 15 for units with no
+    line). PEP 657's column and end positions made up most of the old table. Tracebacks
+    then show their lines without the ``^^^`` markers; line numbers (tracebacks,
+    warnings, logging) are the same, which :func:`_strip` checks for every code object
+    it rewrites.
     """
     out = bytearray()
-    kind, length, delta = -1, 0, 0  # the entry being merged: 15 no location, 13 a line
-
-    def flush() -> None:
-        left, move = length, delta
+    ranges = _merged(code.co_lines())
+    line = code.co_firstlineno
+    for start, end, lineno in ranges:
+        kind = _NO_LOCATION if lineno is None else _NO_COLUMNS
+        move = 0 if lineno is None else lineno - line
+        line = line if lineno is None else lineno
+        left = (end - start) >> 1
         while left > 0:
             part = min(left, 8)
             out.append(0x80 | kind << 3 | (part - 1))
@@ -135,51 +135,18 @@ def no_columns(table: bytes) -> bytes:
                     value >>= 6
                 out.append(value)
             left, move = left - part, 0
-
-    for code, units, step in _location_entries(table):
-        this = _NO_LOCATION if code == _NO_LOCATION else _NO_COLUMNS
-        if this == kind and step == 0:
-            length += units
-            continue
-        if kind >= 0:
-            flush()
-        kind, length, delta = this, units, step
-    if kind >= 0:
-        flush()
-    return bytes(out)
+    return bytes(out), ranges
 
 
-def _location_entries(table: bytes) -> Any:
-    """``(code, code units, line delta)`` for each entry of a 3.11 location table."""
-    i, size = 0, len(table)
-    while i < size:
-        first = table[i]
-        code, units = (first >> 3) & 15, (first & 7) + 1
-        i += 1
-        if code == _NO_LOCATION:
-            step = 0
-        elif code in (_NO_COLUMNS, _LONG):
-            value = shift = 0
-            while True:
-                byte = table[i]
-                i += 1
-                value |= (byte & 63) << shift
-                shift += 6
-                if not byte & 64:
-                    break
-            step = -(value >> 1) if value & 1 else value >> 1
-            if code == _LONG:  # end line delta, start column + 1, end column + 1
-                for _ in range(3):
-                    while table[i] & 64:
-                        i += 1
-                    i += 1
-        elif code >= _ONE_LINE:  # one-line forms: the delta is in the code, two columns
-            step = code - _ONE_LINE
-            i += 2
-        else:  # short forms: same line, one column byte
-            step = 0
-            i += 1
-        yield code, units, step
+def _merged(lines: Any) -> list[tuple[int, int, int | None]]:
+    """``co_lines()`` ranges with adjacent ranges on the same line joined."""
+    ranges: list[tuple[int, int, int | None]] = []
+    for start, end, lineno in lines:
+        if ranges and ranges[-1][2] == lineno and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end, lineno)
+        else:
+            ranges.append((start, end, lineno))
+    return ranges
 
 
 def _module_docstring(code: Any) -> bool:
