@@ -14,7 +14,7 @@ import typing
 from pathlib import Path
 
 import pytest
-from fermix_core import codecache
+from fermix_core import codecache, leancode
 from fermix_core.codecache import FILE_NAME, GeneratedCodeCache
 
 
@@ -334,6 +334,26 @@ def test_code_is_compiled_with_the_served_modules_future_flags() -> None:
     cache.exec(source, {}, ns)
     assert ns["g"].__annotations__ == {"x": int, "return": int}
     assert len(cache._new) == 2  # one entry per (flags, text)
+
+
+@pytest.mark.skipif(not leancode.SUPPORTED, reason="location tables are rewritten on 3.11")
+def test_generated_code_keeps_its_lines_without_columns() -> None:
+    """Generated text has no source file to point ``^^^`` markers into: the table keeps
+    the code with line numbers only, the same line for every instruction."""
+    source = (
+        "def __create_fn__(a):\n    def f(x):\n        return (x + a) * (x - a)\n    return f\n"
+    )
+    cache = GeneratedCodeCache(Path("/nonexistent/cache") / FILE_NAME)
+    cache._index = {}
+    served = cache.compiled(source)
+    plain = compile(source, "<string>", "exec", dont_inherit=True)
+    inner = next(c for c in served.co_consts[0].co_consts if isinstance(c, type(served)))
+    plain_inner = next(c for c in plain.co_consts[0].co_consts if isinstance(c, type(plain)))
+    assert [p[0] for p in inner.co_positions()] == [p[0] for p in plain_inner.co_positions()]
+    assert all(p[2] is None for p in inner.co_positions())
+    ns: dict = {}
+    exec(served, ns)
+    assert ns["__create_fn__"](2)(5) == 21
 
 
 def test_forward_references_compile_from_the_table(tmp_path: Path) -> None:

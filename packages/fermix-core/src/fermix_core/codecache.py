@@ -44,7 +44,7 @@ MAX_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 6000
 #: The modules served from the table, and the built-in each one's calls go through.
 MODULES = {"dataclasses": "exec", "typing": "compile", "collections": "eval"}
-_FORMAT = b"fermix-generated-code-5\n"
+_FORMAT = b"fermix-generated-code-6\n"
 _DIGEST = 16
 
 
@@ -55,6 +55,17 @@ def _header() -> bytes:
 
 
 _CODE_TYPE = type(_header.__code__)
+
+
+def _columns_remover() -> Any:
+    """:func:`fermix_core.leancode.without_columns` where it applies: generated code has
+    no source to point carets into, so its location tables keep only line numbers."""
+    from fermix_core import leancode
+
+    return leancode.without_columns if leancode.SUPPORTED else None
+
+
+_without_columns = _columns_remover()
 
 
 class GeneratedCodeCache:
@@ -219,6 +230,8 @@ class GeneratedCodeCache:
         code = self._take(key)
         if code is None:
             code = compile(source, "<string>", mode, flags=flags, dont_inherit=True)
+            if _without_columns is not None:
+                code = _without_columns(code)
             self._keep(key, code)
         return code
 

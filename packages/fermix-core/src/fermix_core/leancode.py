@@ -76,16 +76,22 @@ def lean(code: Any) -> Any:
     return _strip(code, module=True)
 
 
-def _strip(code: Any, *, module: bool = False) -> Any:
+def without_columns(code: Any) -> Any:
+    """*code* and the code objects inside it with location tables that have no columns
+    (for code compiled from generated text, e.g. :mod:`fermix_core.codecache`'s)."""
+    return _strip(code, docstrings=False)
+
+
+def _strip(code: Any, *, module: bool = False, docstrings: bool = True) -> Any:
     consts = code.co_consts
     new: list[Any] | None = None
     for i, value in enumerate(consts):
         if type(value) is _CODE_TYPE:
-            stripped = _strip(value)
+            stripped = _strip(value, docstrings=docstrings)
             if stripped is not value:
                 new = new if new is not None else list(consts)
                 new[i] = stripped
-    if consts and type(consts[0]) is str:
+    if docstrings and consts and type(consts[0]) is str:
         if module:
             docstring = _module_docstring(code)
         else:
