@@ -223,14 +223,31 @@ def test_nothing_is_written_without_a_home_or_with_bytecode_writes_off(
     assert finder is not None and not finder.write
     assert finder.root == str(missing / "cache" / leancode.DIR_NAME / leancode.RULES)
     module, _ = load("lean_nowrite", finder)
-    assert module.documented.__doc__ is None
+    # Nothing keeps lean code here, so the module loads as usual.
+    assert module.documented.__doc__ == "A function's docstring."
+    assert module.documented("v") == ["other", "v"]
     assert not missing.exists()
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     finder = LeanFinder(str(tmp_path / "home" / "cache" / leancode.DIR_NAME))
-    load("lean_nowrite", finder)
+    module, _ = load("lean_nowrite", finder)
     assert finder.written == 0
+    assert module.__doc__ == "The module's docstring."
     assert not any((tmp_path / "home").rglob("lean_nowrite*.pyc"))
+
+
+def test_a_home_that_cannot_be_written_stops_the_lean_code(tree, tmp_path: Path) -> None:
+    src, _home, load = tree
+    (src / "lean_readonly.py").write_text(SOURCE)
+    (src / "lean_readonly2.py").write_text(SOURCE)
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory would be")
+    finder = LeanFinder(str(blocked / "bytecode"))
+    first, _ = load("lean_readonly", finder)
+    assert finder.written == 0 and not finder.writable
+    assert first.documented("u") == ["other", "u"]
+    second, _ = load("lean_readonly2", finder)
+    assert second.documented.__doc__ == "A function's docstring."  # loaded as usual
 
 
 def test_the_finder_stands_in_front_of_the_path_finder_only_while_installed(tree) -> None:

@@ -26,7 +26,8 @@ interpreter's magic number, the source's modification time and size), under
 a read-only installation is served too. A file that is missing, stale, damaged, not a
 private regular file of this user, or from another interpreter is ignored and written
 again from the module's ordinary bytecode. Nothing is written before the home exists, nor
-when ``sys.dont_write_bytecode`` is set.
+when ``sys.dont_write_bytecode`` is set; a module with no lean file is then loaded as
+usual, since making its lean code costs more than it saves when nothing keeps it.
 
 The rule for finding a docstring is the compiler's own in CPython 3.11 (the first
 constant of a function's code object is its docstring or ``None``; comprehension and
@@ -58,7 +59,7 @@ RULES = "2"
 #: The interpreters whose compiler follows the docstring rule above.
 SUPPORTED = sys.version_info[:2] == (3, 11)
 
-_CODE_TYPE = type(compile("", "", "exec"))
+_CODE_TYPE = type((lambda: None).__code__)  # not compile(): it would set up the parser
 _FUNCTION_FLAGS = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: functions, not class bodies
 #: Code objects with no docstring slot: their first constant is whatever they use first.
 _NO_DOCSTRING = frozenset({"<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>", "<lambda>"})
@@ -222,14 +223,22 @@ class LeanFinder:
         finally:
             os.close(fd)
 
+    @property
+    def writable(self) -> bool:
+        """Whether lean files may be written: a home that exists, bytecode writes on, and
+        no write of this process failed (a read-only home)."""
+        return self.write and not sys.dont_write_bytecode
+
     def store(self, path: str, data: bytes) -> None:
-        """Write *data* to *path* atomically (as ``__pycache__`` files are), never raising."""
-        if not self.write or sys.dont_write_bytecode:
+        """Write *data* to *path* atomically (as ``__pycache__`` files are), never raising;
+        after a failed write, stop writing (and making lean code) for this process."""
+        if not self.writable:
             return
         try:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             _bootstrap_external._write_atomic(path, data, 0o600)
         except OSError:
+            self.write = False
             return
         self.written += 1
 
@@ -280,11 +289,11 @@ class LeanLoader(SourceFileLoader):
                     return code
             except (ImportError, EOFError, ValueError, TypeError):
                 pass  # stale or damaged: made again below
-        code = lean(super().get_code(fullname))
-        if size is not None:
-            self.finder.store(
-                lean_path, _bootstrap_external._code_to_timestamp_pyc(code, mtime, size)
-            )
+        code = super().get_code(fullname)
+        if size is None or not self.finder.writable:
+            return code  # making lean code pays only when it is kept for the next process
+        code = lean(code)
+        self.finder.store(lean_path, _bootstrap_external._code_to_timestamp_pyc(code, mtime, size))
         return code
 
 
