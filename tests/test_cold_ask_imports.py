@@ -124,24 +124,27 @@ def ask(tmp_path: Path):
             f'base_url = "{model.url}/v1"\ndefault_model = "qwen3"\n'
         )
 
-        def run(session: str) -> dict:
-            out = subprocess.run(
-                [sys.executable, "-c", PROBE, session],
+        def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-c", code, *args],
                 env=env,
                 capture_output=True,
                 text=True,
                 timeout=120,
                 check=False,
             )
+
+        def run(session: str) -> dict:
+            out = python(PROBE, session)
             assert out.returncode == 0, out.stderr
             assert ANSWER in out.stdout
             return json.loads(out.stdout.strip().splitlines()[-1])
 
-        yield run, home
+        yield run, home, python
 
 
 def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
-    run, home = ask
+    run, home, _python = ask
     first = run("first")
     assert first["code"] == 0
     assert (home / "cache" / "generated-code.bin").exists()
@@ -175,21 +178,10 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
 def test_the_typer_form_of_a_cold_ask_keeps_its_help_texts(ask) -> None:
     """An ask the fast path does not parse goes through typer, whose help texts are the
     commands' docstrings: those modules are loaded with them."""
-    _run, home = ask
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FERMIX_", "OLLAMA_"))}
-    env["FERMIX_HOME"] = str(home)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from fermix_core.cli.entry import main; "
-            "sys.argv = ['fermix', 'ask', '--help']; sys.exit(main())",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    _run, _home, python = ask
+    out = python(
+        "import sys; from fermix_core.cli.entry import main; "
+        "sys.argv = ['fermix', 'ask', '--help']; sys.exit(main())"
     )
     assert out.returncode == 0, out.stderr
     assert "Ask Fermix one thing and print the reply." in out.stdout
