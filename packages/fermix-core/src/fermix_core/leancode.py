@@ -195,8 +195,8 @@ class LeanFinder:
         spec = PathFinder.find_spec(name, path, target)
         if spec is None or type(spec.loader) is not SourceFileLoader or not spec.origin:
             return spec
-        spec.loader = LeanLoader(spec.loader.name, spec.loader.path, self)
         spec.cached = self.cache_path(spec.origin)
+        spec.loader = LeanLoader(spec.loader.name, spec.loader.path, self, spec.cached)
         return spec
 
     def cache_path(self, source: str) -> str:
@@ -260,9 +260,10 @@ class LeanFinder:
 class LeanLoader(SourceFileLoader):
     """A source file loader whose code comes without docstrings (see the module text)."""
 
-    def __init__(self, fullname: str, path: str, finder: LeanFinder) -> None:
+    def __init__(self, fullname: str, path: str, finder: LeanFinder, lean_path: str) -> None:
         super().__init__(fullname, path)
         self.finder = finder
+        self.lean_path = lean_path  # where the lean code of *path* is kept
 
     def get_code(self, fullname: str) -> Any:
         source = self.get_filename(fullname)
@@ -271,7 +272,7 @@ class LeanLoader(SourceFileLoader):
         except OSError:
             return super().get_code(fullname)
         mtime, size = int(stats["mtime"]), stats.get("size")
-        lean_path = self.finder.cache_path(source)
+        lean_path = self.lean_path if source == self.path else self.finder.cache_path(source)
         data = self.finder.read(lean_path)
         if data is not None:
             details = {"name": fullname, "path": lean_path}
