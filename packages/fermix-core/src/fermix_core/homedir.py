@@ -36,6 +36,8 @@ def home_dir(environ: Mapping[str, str] | None = None) -> str:
     ``~`` that cannot be expanded raises :class:`RuntimeError`)."""
     env = os.environ if environ is None else environ
     raw = (env.get(HOME_ENV) or "").strip()
+    if raw and not raw.startswith(os.sep):  # as pathlib reads it: no empty or "." parts
+        raw = os.sep.join(part for part in raw.split(os.sep) if part not in ("", ".")) or "."
     path = os.path.expanduser(raw or "~")
     if path[:1] == "~":
         raise RuntimeError("Could not determine home directory.")
