@@ -40,7 +40,15 @@ gc.unfreeze()  # get_objects() does not list the permanent generation
 objects = gc.get_objects()
 lazy = [c for c in objects if type(c).__name__ == "LazyTrustContext"]
 trust = [c for c in objects if type(c).__name__ == "DeferredTrustContext"]
+lean = [m for m in list(sys.modules.values())
+        if type(getattr(m, "__loader__", None)).__name__ == "LeanLoader"]
 print(json.dumps({"code": code, "modules": sorted(sys.modules),
+                  "lean_modules": len(lean),
+                  "lean_cached": sum(1 for m in lean if "/cache/bytecode/" in m.__cached__),
+                  "lean_docs": [m.__name__ for m in lean
+                                if m.__name__.startswith("fermix") and m.__doc__ is not None],
+                  "function_doc": sys.modules["fermix_core.channel"].Channel.send.__doc__,
+                  "class_doc": bool(sys.modules["fermix_core.channel"].InboundMessage.__doc__),
                   "lazy_built": [c.built for c in lazy],
                   "trust_loaded": [c.trust_loaded for c in trust], "frozen": frozen,
                   "compiled": len(compiled)}))
@@ -107,6 +115,7 @@ def ask(tmp_path: Path):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FERMIX_", "OLLAMA_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as an installed package runs
     env["FERMIX_HOME"] = str(home)
     env["PYTHON_KEYRING_BACKEND"] = "fermix_core.keyring_backend.MemoryKeyring"
     with ThreadedLoopback(completion) as model:
@@ -115,24 +124,27 @@ def ask(tmp_path: Path):
             f'base_url = "{model.url}/v1"\ndefault_model = "qwen3"\n'
         )
 
-        def run(session: str) -> dict:
-            out = subprocess.run(
-                [sys.executable, "-c", PROBE, session],
+        def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-c", code, *args],
                 env=env,
                 capture_output=True,
                 text=True,
                 timeout=120,
                 check=False,
             )
+
+        def run(session: str) -> dict:
+            out = python(PROBE, session)
             assert out.returncode == 0, out.stderr
             assert ANSWER in out.stdout
             return json.loads(out.stdout.strip().splitlines()[-1])
 
-        yield run, home
+        yield run, home, python
 
 
 def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
-    run, home = ask
+    run, home, _python = ask
     first = run("first")
     assert first["code"] == 0
     assert (home / "cache" / "generated-code.bin").exists()
@@ -150,7 +162,26 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     ]
     assert loaded == []
     assert second["compiled"] == 0  # every generated dataclass method came from the cache
+    # Modules loaded after the arguments were parsed come without module and function
+    # docstrings, from the home's lean bytecode; class docstrings stay (pydantic reads them).
+    assert second["lean_modules"] > 300
+    assert second["lean_cached"] == second["lean_modules"]
+    assert second["lean_docs"] == []
+    assert second["function_doc"] is None
+    assert second["class_doc"]
     # The runtime's client never built a TLS context, let alone loaded certificates: the
     # model is plain http://.
     assert second["lazy_built"] and not any(second["lazy_built"])
     assert not any(second["trust_loaded"])
+
+
+def test_the_typer_form_of_a_cold_ask_keeps_its_help_texts(ask) -> None:
+    """An ask the fast path does not parse goes through typer, whose help texts are the
+    commands' docstrings: those modules are loaded with them."""
+    _run, _home, python = ask
+    out = python(
+        "import sys; from fermix_core.cli.entry import main; "
+        "sys.argv = ['fermix', 'ask', '--help']; sys.exit(main())"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Ask Fermix one thing and print the reply." in out.stdout

@@ -7,6 +7,7 @@ import collections
 import dataclasses
 import marshal
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import typing
 from pathlib import Path
 
 import pytest
-from fermix_core import codecache
+from fermix_core import codecache, leancode
 from fermix_core.codecache import FILE_NAME, GeneratedCodeCache
 
 
@@ -124,9 +125,19 @@ _GOOD = codecache._pack({b"k" * 16: _entry(_CODE)})
 _START = len(codecache._header()) + 8
 
 
-def _with_index(index) -> bytes:
-    raw = marshal.dumps(index)
+def _with_index(raw: bytes) -> bytes:
     return codecache._header() + len(raw).to_bytes(8, "little") + raw + _entry(_CODE)
+
+
+def _slots(places: list[int], slots: int = 8) -> bytes:
+    """An index of *slots* slots whose first ones hold keys with these places."""
+    keys = b"".join(bytes([i + 1]) * 16 for i in range(len(places)))
+    keys += bytes(16 * (slots - len(places)))
+    wheres = b"".join(p.to_bytes(8, "little") for p in places) + bytes(8 * (slots - len(places)))
+    return keys + wheres
+
+
+_ITEM = _START + 8 * 24  # where the item of an 8-slot index starts
 
 
 @pytest.mark.parametrize(
@@ -137,12 +148,12 @@ def _with_index(index) -> bytes:
         codecache._FORMAT + b"\x00\x00\r\n" + _GOOD[len(codecache._header()) :],  # magic
         codecache._header() + b"\xff" * 8 + b"garbage",  # an index larger than the file
         _GOOD[:-3],  # truncated: the item runs past the end
-        _with_index(["a", "list"]),
-        _with_index({"source text": codecache._where(_START + 20, 5)}),
-        _with_index({b"k" * 16: codecache._where(10**9, 5)}),  # an item outside the file
-        _with_index({b"k" * 16: codecache._where(0, 5)}),  # an item inside the header
-        _with_index({b"k" * 16: (_START + 20, 5)}),  # format 4's (offset, length) tuples
-        _with_index({b"k" * 16: -1}),
+        _with_index(marshal.dumps({b"k" * 16: _ITEM})),  # format 6's marshalled dict
+        _with_index(b"\x01" * 24 * 3),  # three slots: not a power of two
+        _with_index(_slots([codecache._where(10**9, 5)])),  # an item outside the file
+        _with_index(_slots([codecache._where(0, 5)])),  # an item inside the header
+        _with_index(_slots([codecache._where(_ITEM, 0)])),  # an empty item
+        _with_index(_slots([codecache._where(_ITEM, 5)] * 8)),  # no free slot
         codecache._pack({b"k" * 16: _entry("not code")}),  # a valid index, an invalid item
         codecache._header() + marshal.dumps({b"k" * 16: _CODE}),  # the previous format
     ],
@@ -152,12 +163,12 @@ def _with_index(index) -> bytes:
         "foreign-magic",
         "garbage",
         "truncated",
-        "list",
-        "str-key",
+        "dict",
+        "three-slots",
         "outside",
         "in-header",
-        "tuple-place",
-        "negative-place",
+        "zero-length",
+        "full",
         "value",
         "old-format",
     ],
@@ -336,6 +347,26 @@ def test_code_is_compiled_with_the_served_modules_future_flags() -> None:
     assert len(cache._new) == 2  # one entry per (flags, text)
 
 
+@pytest.mark.skipif(not leancode.SUPPORTED, reason="location tables are rewritten on 3.11")
+def test_generated_code_keeps_its_lines_without_columns() -> None:
+    """Generated text has no source file to point ``^^^`` markers into: the table keeps
+    the code with line numbers only, the same line for every instruction."""
+    source = (
+        "def __create_fn__(a):\n    def f(x):\n        return (x + a) * (x - a)\n    return f\n"
+    )
+    cache = GeneratedCodeCache(Path("/nonexistent/cache") / FILE_NAME)
+    cache._index = {}
+    served = cache.compiled(source)
+    plain = compile(source, "<string>", "exec", dont_inherit=True)
+    inner = next(c for c in served.co_consts[0].co_consts if isinstance(c, type(served)))
+    plain_inner = next(c for c in plain.co_consts[0].co_consts if isinstance(c, type(plain)))
+    assert [p[0] for p in inner.co_positions()] == [p[0] for p in plain_inner.co_positions()]
+    assert all(p[2] is None for p in inner.co_positions())
+    ns: dict = {}
+    exec(served, ns)
+    assert ns["__create_fn__"](2)(5) == 21
+
+
 def test_forward_references_compile_from_the_table(tmp_path: Path) -> None:
     home = _home(tmp_path)
     texts = ["list[int] | None", "dict[str, 'Point_fr']"]
@@ -487,3 +518,27 @@ def test_a_second_use_is_served_again_and_the_file_learns_it(tmp_path: Path) -> 
     finally:
         third.uninstall()
     assert third.compiled_here == 0 and not third.save()
+
+
+def test_the_index_finds_every_key_and_no_other() -> None:
+    """The open-addressed index: every stored key (including ones whose first eight bytes
+    collide) leads to its own item, and keys not stored lead nowhere."""
+    rng = random.Random(7)
+    keys = [rng.randbytes(16) for _ in range(1500)]
+    keys += [keys[0][:8] + rng.randbytes(8) for _ in range(20)]  # same starting slot
+    items = {key: marshal.dumps(i) for i, key in enumerate(keys)}
+    data = codecache._pack(items)
+    size = int.from_bytes(data[len(codecache._header()) : _START], "little")
+    table = codecache._Table.parse(data[_START : _START + size], _START + size, len(data))
+    assert table is not None
+    assert codecache._Table.parse(data[_START : _START + size], _START + size, 100) is not None
+    assert list(codecache._Table.parse(data[_START : _START + size], 0, 100).items()) == []
+    found = dict(table.items())
+    assert set(found) == set(keys)
+    for i, key in enumerate(keys):
+        where = table.get(key)
+        assert where == found[key]
+        offset, length = where >> 32, where & codecache._LENGTH_MASK
+        assert marshal.loads(data[offset : offset + length]) == i  # noqa: S302
+    assert all(table.get(rng.randbytes(16)) is None for _ in range(1500))
+    assert table.get(bytes(16)) is None and table.get(b"short") is None

@@ -164,3 +164,30 @@ def test_files_owned_by_someone_else_are_a_problem(tmp_path) -> None:
     assert problem.path == home.config_file
     assert problem.problem == f"is owned by uid 12345, not by you (uid {os.getuid()})"
     assert problem.fix == f"chown {os.getuid()} {home.config_file}"
+
+
+def _pathlib_home(raw: str) -> Path:
+    """The home path computed with pathlib, as ``home_path`` did before ``home_dir``."""
+    path = Path(raw).expanduser() if raw else Path.home() / ".fermix"
+    return path if path.is_absolute() else Path.cwd() / path
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "~/x", "rel/dir/", "/a//b/./c/", "./~", ".//~/x", ".", "a/./b", "a/../b", "~", "/~", "x~"],
+)
+def test_home_dir_follows_pathlibs_rules_without_pathlib(raw: str) -> None:
+    from fermix_core.homedir import home_dir, home_path
+
+    env = {"FERMIX_HOME": raw}
+    assert home_path(env) == _pathlib_home(raw)
+    assert Path(home_dir(env)) == _pathlib_home(raw)
+
+
+def test_home_dir_cannot_expand_an_unknown_user() -> None:
+    from fermix_core.homedir import home_dir
+
+    with pytest.raises(RuntimeError):
+        Path("~no-such-user-fermix/x").expanduser()
+    with pytest.raises(RuntimeError):
+        home_dir({"FERMIX_HOME": "~no-such-user-fermix/x"})

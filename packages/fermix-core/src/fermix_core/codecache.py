@@ -44,7 +44,7 @@ MAX_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 6000
 #: The modules served from the table, and the built-in each one's calls go through.
 MODULES = {"dataclasses": "exec", "typing": "compile", "collections": "eval"}
-_FORMAT = b"fermix-generated-code-5\n"
+_FORMAT = b"fermix-generated-code-7\n"
 _DIGEST = 16
 
 
@@ -55,6 +55,17 @@ def _header() -> bytes:
 
 
 _CODE_TYPE = type(_header.__code__)
+
+
+def _columns_remover() -> Any:
+    """:func:`fermix_core.leancode.without_columns` where it applies: generated code has
+    no source to point carets into, so its location tables keep only line numbers."""
+    from fermix_core import leancode
+
+    return leancode.without_columns if leancode.SUPPORTED else None
+
+
+_without_columns = _columns_remover()
 
 
 class GeneratedCodeCache:
@@ -70,8 +81,9 @@ class GeneratedCodeCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        #: key -> where the item's bytes are in the file (:func:`_where`); ``None`` until read.
-        self._index: dict[bytes, int] | None = None
+        #: key -> where the item's bytes are in the file (:func:`_where`): the file's
+        #: :class:`_Table` (or ``{}`` without one); ``None`` until read.
+        self._index: _Table | dict[bytes, int] | None = None
         self._fd: int | None = None
         self._repeats: dict[bytes, Any] = {}
         self._used: set[bytes] = set()
@@ -84,12 +96,13 @@ class GeneratedCodeCache:
 
     # ------------------------------------------------------------------ the file
 
-    def _open(self) -> tuple[int, dict[bytes, tuple[int, int]]] | None:
+    def _open(self) -> tuple[int, _Table] | None:
         """The file's descriptor and index, when it is a usable cache file, else ``None``.
 
         Usable: a regular file (not followed through a link) of this user that others
         cannot write, no larger than :data:`MAX_BYTES`, with this interpreter's header
-        and an index whose every entry lies inside the file.
+        and an index shaped like one (an entry whose place lies outside the file's items
+        counts as absent).
         """
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
@@ -112,9 +125,7 @@ class GeneratedCodeCache:
             start = len(header) + 8
             if size > info.st_size - start:
                 raise ValueError("truncated")
-            # A private file of this user, as trusted as its __pycache__ (checked above).
-            raw = marshal.loads(os.pread(fd, size, start))  # noqa: S302
-            index = _valid_index(raw, info.st_size - start - size, start + size)
+            index = _Table.parse(os.pread(fd, size, start), start + size, info.st_size)
             if index is None:
                 raise ValueError("not an index")
         except (OSError, EOFError, ValueError, TypeError):
@@ -219,6 +230,8 @@ class GeneratedCodeCache:
         code = self._take(key)
         if code is None:
             code = compile(source, "<string>", mode, flags=flags, dont_inherit=True)
+            if _without_columns is not None:
+                code = _without_columns(code)
             self._keep(key, code)
         return code
 
@@ -387,9 +400,8 @@ def _may_warn(pattern: str | bytes) -> bool:
 
 
 def _where(offset: int, length: int) -> int:
-    """An item's place in the file as one int (``offset << 32 | length``): the index of
-    ~1,300 entries a cold ask loads holds one int per entry instead of a tuple of two
-    (about 0.1 MiB less)."""
+    """An item's place in the file as one int (``offset << 32 | length``), stored in the
+    index as eight little-endian bytes."""
     return offset << 32 | length
 
 
@@ -397,48 +409,94 @@ _LENGTH_MASK = (1 << 32) - 1
 
 
 def _pack(items: dict[bytes, bytes]) -> bytes:
-    """The file: header, the index's size, the index (key -> :func:`_where` of each item,
-    its offset from the start of the file and its length), then the items' marshalled
-    bytes."""
-
-    def layout(start: int) -> dict[bytes, int]:
-        index, offset = {}, start
-        for key, data in items.items():
-            index[key] = _where(offset, len(data))
-            offset += len(data)
-        return index
-
+    """The file: header, the index's size, the index (a :class:`_Table` of each key and
+    the :func:`_where` of its item: offset from the start of the file, length), then the
+    items' marshalled bytes."""
+    entries = [(key, data) for key, data in items.items() if len(key) == _DIGEST and key != _EMPTY]
+    slots = 8
+    while slots * 3 < (len(entries) + 1) * 4:  # at most three quarters full, one slot free
+        slots *= 2
+    mask = slots - 1
+    keys, wheres = bytearray(slots * _DIGEST), bytearray(slots * 8)
     header = _header()
-    # Offsets count from the start of the file, so they depend on the index's own size;
-    # its marshalled size settles after a pass or two (ints grow only at powers of two).
-    start = len(header) + 8
-    index = marshal.dumps(layout(start))
-    for _ in range(8):
-        again = marshal.dumps(layout(start + len(index)))
-        if len(again) == len(index):
-            index = again
-            break
-        index = again
-    else:  # pragma: no cover - a size that never settles cannot happen with marshal
-        raise ValueError("index size does not settle")
-    return b"".join([header, len(index).to_bytes(8, "little"), index, *items.values()])
+    offset = len(header) + 8 + slots * _SLOT
+    for key, data in entries:
+        slot = int.from_bytes(key[:8], "little") & mask
+        while keys[slot * _DIGEST : (slot + 1) * _DIGEST] != _EMPTY:
+            slot = (slot + 1) & mask
+        keys[slot * _DIGEST : (slot + 1) * _DIGEST] = key
+        wheres[slot * 8 : slot * 8 + 8] = _where(offset, len(data)).to_bytes(8, "little")
+        offset += len(data)
+    index = bytes(keys + wheres)
+    return b"".join([header, len(index).to_bytes(8, "little"), index, *(d for _, d in entries)])
 
 
-def _valid_index(raw: Any, body: int, start: int) -> dict[bytes, int] | None:
-    """*raw* as an index of at most :data:`MAX_ENTRIES` entries, each inside the *body*
-    bytes that follow the index at file offset *start*; ``None`` otherwise."""
-    if type(raw) is not dict or len(raw) > MAX_ENTRIES:
-        return None
-    end = start + body
-    for key, where in raw.items():
-        if type(key) is not bytes or len(key) != _DIGEST:
+#: One slot of the index: a 16-byte key, then (in the second half) an 8-byte place.
+_SLOT = _DIGEST + 8
+assert _DIGEST == 1 << 4  # slot << 4 is where a key starts
+#: The key of an empty slot (a digest of 16 zero bytes is never stored).
+_EMPTY = bytes(_DIGEST)
+#: The most slots an index may have (:data:`MAX_ENTRIES` at three quarters full).
+_MAX_SLOTS = 1 << 14
+
+
+class _Table:
+    """The file's index as it is stored: an open-addressed hash table of slots (the keys,
+    then their places as little-endian 64-bit :func:`_where` values), probed linearly from
+    the slot the key's first eight bytes name. It stays one ``bytes`` object — about
+    50 KiB for the ask's ~1,300 entries, where a dict of them held ~165 KiB — and a place
+    is checked when it is asked for: one outside the file's items counts as absent, as a
+    damaged item does."""
+
+    __slots__ = ("_end", "_mask", "_raw", "_slots", "_start")
+
+    def __init__(self, raw: bytes, slots: int, start: int, end: int) -> None:
+        self._raw, self._slots, self._mask = raw, slots, slots - 1
+        self._start, self._end = start, end
+
+    @classmethod
+    def parse(cls, raw: bytes, start: int, end: int) -> _Table | None:
+        """*raw* as an index whose items lie between file offsets *start* and *end*, or
+        ``None`` when it is not shaped like one (a power of two of slots, at most
+        :data:`_MAX_SLOTS`)."""
+        if not raw or len(raw) % _SLOT:
             return None
-        if type(where) is not int or where < 0:
+        slots = len(raw) // _SLOT
+        if slots & (slots - 1) or slots > _MAX_SLOTS:
             return None
+        return cls(raw, slots, start, end)
+
+    def _place(self, slot: int) -> int | None:
+        at = self._slots * _DIGEST + slot * 8
+        where = int.from_bytes(self._raw[at : at + 8], "little")
         offset, length = where >> 32, where & _LENGTH_MASK
-        if offset < start or length <= 0 or offset + length > end:
+        if offset < self._start or length <= 0 or offset + length > self._end:
             return None
-    return raw
+        return where
+
+    def get(self, key: bytes) -> int | None:
+        """Where *key*'s item is, or ``None`` (an empty slot's place lies in no file)."""
+        raw, mask = self._raw, self._mask
+        slot = int.from_bytes(key[:8], "little") & mask
+        for _ in range(self._slots):
+            at = slot * _DIGEST
+            found = raw[at : at + _DIGEST]
+            if found == key:
+                return self._place(slot)
+            if found == _EMPTY:
+                return None
+            slot = (slot + 1) & mask
+        return None
+
+    def items(self) -> Any:
+        """``(key, where)`` of every entry whose place lies inside the file's items."""
+        raw = self._raw
+        for slot in range(self._slots):
+            key = raw[slot * _DIGEST : (slot + 1) * _DIGEST]
+            if key != _EMPTY:
+                where = self._place(slot)
+                if where is not None:
+                    yield key, where
 
 
 def _is_sre_arguments(item: Any) -> bool:

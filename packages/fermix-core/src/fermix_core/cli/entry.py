@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # collections and typing load after the lean-code finder is in
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from collections.abc import Sequence
 
 _VERSION_FLAGS = frozenset({"--version", "-V"})
 _HELP_FLAGS = frozenset({"--help", "-h"})
@@ -68,6 +71,8 @@ def _ask(args: list[str], *, console: bool) -> int:
 
             configure_logging()
             return ask_command(**options)
+        if console:
+            startup.keep_docstrings()  # typer's help texts are the commands' docstrings
         from fermix_core.cli.app import run
 
         return run(["ask", *args])
