@@ -196,7 +196,7 @@ class FermixService:
             caller=caller,
             home=runtime.home,
             config=config,
-            emit=runtime.emit,
+            emit=runtime.emitter,
             tracer=tracer,
             context_window=windows,
         )
@@ -342,7 +342,7 @@ class FermixService:
                     commands=CommandRouter(registry.typed(CommandSpec).values()),
                     queue=queue,
                     services=runner,
-                    emit=runtime.emit,
+                    emit=runtime.emitter,
                     agent_available=lambda: service.available,
                     transcriber=transcriber,
                     images=functools.partial(image_intake, runtime.home, runtime.emit),
