@@ -486,3 +486,13 @@ def test_container_bodies_are_spelled_as_their_shape(home: FermixHome) -> None:
     assert json.loads(line)["arguments"] == {"omitted": True, "chars": 12}
     assert json.loads(line)["result"] == {"omitted": True, "items": 3, "chars": 3}
     assert json.loads(line)["messages"] == {"omitted": True, "items": 0, "chars": 0}
+
+
+def test_records_of_interleaved_sessions_keep_their_own_ids(home: FermixHome) -> None:
+    tracer = Tracer(home, capture_content=False)
+    order = ["main-1", "main-2", "main-2", 7, "main-1", None, "main-1"]
+    for n, session_id in enumerate(order):
+        tracer.record("agent_event", session_id=session_id, event="e", n=n)
+    written = lines(home, "agent_event")
+    assert [r.get("session_id") for r in written] == order
+    assert [r["n"] for r in written] == list(range(len(order)))

@@ -455,6 +455,8 @@ class Tracer:
         self._day_number = -1
         self._day = ""
         self._failures: set[tuple[str, str]] = set()
+        #: The session id last written and the record head spelled with it.
+        self._session: tuple[object, str] = (None, "")
 
     # ------------------------------------------------------------------ writing
 
@@ -529,15 +531,23 @@ class Tracer:
         second = _second
         if second[0] != int(now):
             second = _formatted(now)
-        parts = [second[1], _MILLIS[int((now % 1) * 1000)], head]
-        add = parts.append
         if session_id is not None:
-            add(',"session_id":')
-            add(_quote(session_id) if type(session_id) is str else _ENCODER.encode(session_id))
+            # A turn's records all carry its session id: the last one spelled is kept.
+            spelled = self._session
+            if spelled[0] is not session_id:
+                quoted = (
+                    _quote(session_id) if type(session_id) is str else _ENCODER.encode(session_id)
+                )
+                spelled = self._session = (session_id, ',"session_id":' + quoted)
+            parts = [second[1], _MILLIS[int((now % 1) * 1000)], head, spelled[1]]
+            add = parts.append
             if "session_id" in fields or "ts" in fields or "type" in fields:
                 fields = _renamed(fields, True)
-        elif "ts" in fields or "type" in fields:
-            fields = _renamed(fields, False)
+        else:
+            parts = [second[1], _MILLIS[int((now % 1) * 1000)], head]
+            add = parts.append
+            if "ts" in fields or "type" in fields:
+                fields = _renamed(fields, False)
         if self.capture_content:
             for key, value in fields.items():
                 add(_KEYS.get(key) or _key(key))
@@ -551,7 +561,7 @@ class Tracer:
                 add(keys.get(key) or _key(key))
                 kind = type(value)
                 # The common shapes inline, most frequent first; _encoded spells them alike.
-                if key in content or kind is Body:
+                if key in content:
                     body = value.value if kind is Body else value
                     if type(body) is str:  # a text body: its size only, as _encoded spells it
                         add(f'{{"omitted":true,"chars":{len(body)}}}')
@@ -569,6 +579,12 @@ class Tracer:
                     add("true" if value else "false")
                 elif kind is float and (spelled := str(value))[-1] not in "nf":
                     add(spelled)  # durations; nan and the infinities go the encoder's way
+                elif kind is Body:  # a body under any name: as above
+                    body = value.value
+                    if type(body) is str:
+                        add(f'{{"omitted":true,"chars":{len(body)}}}')
+                    else:
+                        add(_omitted(body))
                 elif kind is _Spelled:
                     add(value.json)
                 else:
