@@ -832,8 +832,12 @@ def estimate_tokens(messages: list[Message]) -> int:
     chars = 0
     for message in messages:
         result = message.tool_result
+        parts = message.content if result is None else result.content
+        if len(parts) == 1 and type(part := parts[0]) is TextPart:  # most messages
+            chars += len(part.text)
+            continue
         joins = 0
-        for part in message.content if result is None else result.content:
+        for part in parts:
             if isinstance(part, TextPart) and part.text:
                 chars += len(part.text)
                 joins += 1
