@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 from fermix_core.authfile import AuthFileModeError, AuthStore
 from fermix_core.config import ConfigError
@@ -94,6 +96,7 @@ def test_the_emitter_reaches_the_same_observers_as_emit_in_one_call(fermix_home)
     event = emitter("agent.tool_call", tool="x", ok=True)
     runtime.emit("channel.message", channel="cli")
     assert event.name == "agent.tool_call" and event.data == {"tool": "x", "ok": True}
+    assert abs(event.at - time.time()) < 3600, "stamped with the wall clock when emitted"
     assert listener.events == [
         ("agent.tool_call", {"tool": "x", "ok": True}),
         ("channel.message", {"channel": "cli"}),
