@@ -565,8 +565,10 @@ class TurnRunner:
         message = job.message
         # An undelivered reply was logged by the port with its conversation; the turn still
         # commits it to history, so nothing is lost silently.
-        with contextlib.suppress(_reply_undelivered()):
+        try:
             await job.reply.send(reply_message(message.chat_id, message.thread_id, text))
+        except _reply_undelivered():  # looked up only when the send failed
+            pass
 
     # ------------------------------------------------------------------ post-reply work
 
