@@ -309,7 +309,7 @@ class AgentLoop:
         if caps.reactions is not None:
             ctx.state["allowed_reactions"] = caps.reactions
         state = _RunState(history=list(messages))
-        detector = RepeatedCallDetector()
+        detector: RepeatedCallDetector | None = None  # made by the run's first tool call
         tools = self._tools
         if tools is None:
             tools = self._tools = caps.definitions()
@@ -361,6 +361,8 @@ class AgentLoop:
                 return self._finish(turn, state, ctx)
 
             assistant = turn.to_message()
+            if detector is None:
+                detector = RepeatedCallDetector()
             results, stopped = await self._dispatch_all(turn.tool_calls, state, detector, ctx)
             state.history += [assistant, *results]
             state.produced += [assistant, *results]
