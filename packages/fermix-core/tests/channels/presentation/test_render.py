@@ -153,6 +153,19 @@ def test_discord_escapes_literal_markers_but_not_urls() -> None:
     assert one("```\na ``` b\n```", Dialect.DISCORD) == "```\na `\u200b`\u200b` b\n```"
 
 
+@pytest.mark.parametrize("dialect", [Dialect.SLACK, Dialect.WHATSAPP, Dialect.DISCORD])
+@pytest.mark.parametrize("run", range(3, 10))
+def test_no_backtick_run_leaves_three_together(dialect: Dialect, run: int) -> None:
+    # Replacing each ``` alone once left one behind in a run of five (or eight): the
+    # replacement's last backtick joined the two after it, and the chunk's fence was open.
+    ticks = "`" * run
+    for markdown in (f"0{ticks}", f"```\na {ticks} b\n```"):
+        text = one(markdown, dialect)
+        inner = text.removeprefix("```").removesuffix("```")
+        assert "```" not in inner, (markdown, text)
+        assert inner.replace("\u200b", "").count("`") >= run, (markdown, text)
+
+
 def test_discord_tables_become_code_blocks() -> None:
     assert one("| a |\n|---|\n| 1 |", Dialect.DISCORD) == "```\na\n-\n1\n```"
 

@@ -67,8 +67,21 @@ def _hoist(inner: str, open_: str, close: str) -> str:
 
 def _defuse_fences(code: str) -> str:
     """A run of three backticks inside a code block would end it early on the platforms
-    with no longer fences (Discord, Slack, WhatsApp); zero-width spaces break it up."""
-    return code.replace("```", "`\u200b`\u200b`")
+    with no longer fences (Discord, Slack, WhatsApp); zero-width spaces break it up.
+
+    Every backtick of a run of three or more is separated from the next, so no run of
+    any length leaves three together (replacing each ``` alone left one in a run of five:
+    the last backtick of the replacement joined the two after it)."""
+    if "```" not in code:
+        return code
+    return _FENCE_RUN.sub(_spaced_run, code)
+
+
+_FENCE_RUN = re.compile("`{3,}")
+
+
+def _spaced_run(run: re.Match[str]) -> str:
+    return "\u200b".join(run.group())
 
 
 def _same_target(label: str, url: str) -> bool:
