@@ -421,3 +421,28 @@ async def test_reused_turn_parts_follow_every_change(fx, fermix_home) -> None:
     runner.caller = Recording(runner.caller.chain)
     outcome = await fx.ask("five", session="reuse")
     assert seen == ["five"] and outcome.text == "ok"
+
+
+async def test_a_reply_the_channel_could_not_deliver_is_still_committed(fx) -> None:
+    from fermix_core.channels.outbound import ReplyUndelivered
+
+    class Undeliverable(CollectingReply):
+        async def send(self, message):
+            raise ReplyUndelivered("the platform kept refusing (already logged)")
+
+    fx.harness.respond = lambda request: Turn(content="kept in history", model="m1")
+    reply = Undeliverable(ChannelFeatures())
+    message = InboundMessage(channel="telegram", chat_id="lost", sender_id="1", text="hi")
+    outcome = await fx.service.gateway.ingest(message, reply)
+    await outcome.job.done.wait()
+    assert outcome.job.result.status == "ok" and outcome.job.error is None
+    fx.harness.respond = lambda request: Turn(content="second", model="m1")
+    await telegram_in(fx, "lost", "again")
+    history = fx.harness.requests[-1].messages
+    assert [m.text for m in history if m.role == "assistant"] == ["kept in history"]
+
+
+async def telegram_in(fx, chat: str, text: str) -> None:
+    message = InboundMessage(channel="telegram", chat_id=chat, sender_id="1", text=text)
+    outcome = await fx.service.gateway.ingest(message, CollectingReply(ChannelFeatures()))
+    await outcome.job.done.wait()

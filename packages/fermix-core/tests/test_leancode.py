@@ -84,7 +84,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     imported: list[str] = []
 
     def load(name: str, finder: LeanFinder | None = None):
-        finder = finder or LeanFinder(str(home / "cache" / leancode.DIR_NAME))
+        finder = finder or LeanFinder(str(home / "cache" / leancode.DIR_NAME), packages=None)
         sys.modules.pop(name, None)
         importlib.invalidate_caches()
         finder.install()
@@ -191,7 +191,7 @@ def test_a_cache_file_others_could_write_is_never_used(tree, tmp_path: Path, uns
         elsewhere.write_bytes(cached.read_bytes())
         cached.unlink()
         cached.symlink_to(elsewhere)
-    finder = LeanFinder(first.root, write=False)
+    finder = LeanFinder(first.root, write=False, packages=None)
     module, _ = load("lean_unsafe", finder)
     assert finder.hits == 0
     assert module.documented("w") == ["other", "w"]
@@ -229,7 +229,7 @@ def test_nothing_is_written_without_a_home_or_with_bytecode_writes_off(
     assert not missing.exists()
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    finder = LeanFinder(str(tmp_path / "home" / "cache" / leancode.DIR_NAME))
+    finder = LeanFinder(str(tmp_path / "home" / "cache" / leancode.DIR_NAME), packages=None)
     module, _ = load("lean_nowrite", finder)
     assert finder.written == 0
     assert module.__doc__ == "The module's docstring."
@@ -242,7 +242,7 @@ def test_a_home_that_cannot_be_written_stops_the_lean_code(tree, tmp_path: Path)
     (src / "lean_readonly2.py").write_text(SOURCE)
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache directory would be")
-    finder = LeanFinder(str(blocked / "bytecode"))
+    finder = LeanFinder(str(blocked / "bytecode"), packages=None)
     first, _ = load("lean_readonly", finder)
     assert finder.written == 0 and not finder.writable
     assert first.documented("u") == ["other", "u"]
@@ -252,7 +252,7 @@ def test_a_home_that_cannot_be_written_stops_the_lean_code(tree, tmp_path: Path)
 
 def test_the_finder_stands_in_front_of_the_path_finder_only_while_installed(tree) -> None:
     _src, home, _load = tree
-    finder = LeanFinder(str(home / "cache" / leancode.DIR_NAME))
+    finder = LeanFinder(str(home / "cache" / leancode.DIR_NAME), packages=None)
     before = list(sys.meta_path)
     finder.install()
     try:
@@ -347,3 +347,35 @@ def test_no_columns_merges_same_line_entries_and_keeps_missing_locations() -> No
     table, lines = leancode.no_columns(code)
     assert table == b"".join(bytes(entry) for entry in expected)
     assert lines == [(0, 22, 1), (22, 24, 3), (24, 30, None), (30, 32, 0)]
+
+
+def test_a_module_outside_the_lean_packages_keeps_its_docstrings(tree) -> None:
+    # A third-party plugin may describe a tool by its function's docstring: only the
+    # standard library and the packages the finder names load lean.
+    src, home, load = tree
+    (src / "fermix_weather_plugin.py").write_text(SOURCE)
+    (src / "lean_named.py").write_text(SOURCE)
+    root = str(home / "cache" / leancode.DIR_NAME)
+    plugin, finder = load("fermix_weather_plugin", LeanFinder(root))
+    assert not isinstance(plugin.__spec__.loader, LeanLoader)
+    assert plugin.__doc__ == "The module's docstring."
+    assert plugin.documented.__doc__ == "A function's docstring."
+    assert finder.written == 0 and finder.hits == 0
+    named, finder = load("lean_named", LeanFinder(root, packages=frozenset({"lean_named"})))
+    assert isinstance(named.__spec__.loader, LeanLoader)
+    assert named.documented.__doc__ is None
+
+
+def test_the_standard_library_and_our_packages_are_served_but_not_site_packages() -> None:
+    import json.decoder
+
+    import fermix_core.messages
+
+    finder = LeanFinder("/nonexistent")
+    assert finder.serves("json.decoder", json.decoder.__file__)
+    assert finder.serves("fermix_core.messages", fermix_core.messages.__file__)
+    assert finder.serves("pydantic.main", "/anywhere/site-packages/pydantic/main.py")
+    stdlib = os.path.dirname(os.__file__)
+    # A package installed into the interpreter's own site-packages is not the standard library.
+    assert not finder.serves("someplugin", os.path.join(stdlib, "site-packages", "someplugin.py"))
+    assert not finder.serves("someplugin", "/anywhere/site-packages/someplugin/__init__.py")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 from fermix_core.authfile import AuthFileModeError, AuthStore
 from fermix_core.config import ConfigError
@@ -73,3 +75,40 @@ def test_settling_after_boot_freezes_and_raises_only_the_young_threshold() -> No
     finally:
         gc.unfreeze()
         gc.set_threshold(*saved)
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    @hookimpl
+    def fermix_event(self, event):
+        self.events.append((event.name, dict(event.data)))
+
+
+def test_the_emitter_reaches_the_same_observers_as_emit_in_one_call(fermix_home) -> None:
+    listener = Listener()
+    runtime = Runtime.boot(fermix_home, plugins=[("listener", listener)], entry_points=False)
+    emitter = runtime.emitter
+    assert emitter == runtime.host.telemetry.emit, "the booted host: its fan-out itself"
+    seen: list[str] = []
+    runtime.host.telemetry.subscribe(lambda event: seen.append(event.name))
+    event = emitter("agent.tool_call", tool="x", ok=True)
+    runtime.emit("channel.message", channel="cli")
+    assert event.name == "agent.tool_call" and event.data == {"tool": "x", "ok": True}
+    assert abs(event.at - time.time()) < 3600, "stamped with the wall clock when emitted"
+    assert listener.events == [
+        ("agent.tool_call", {"tool": "x", "ok": True}),
+        ("channel.message", {"channel": "cli"}),
+    ]
+    assert seen == ["agent.tool_call", "channel.message"]
+
+
+def test_a_host_whose_emit_was_replaced_keeps_the_long_way(fermix_home) -> None:
+    runtime = Runtime.boot(fermix_home, entry_points=False)
+    calls: list[str] = []
+    runtime.host.emit = lambda name, **data: calls.append(name)
+    emitter = runtime.emitter
+    assert emitter == runtime.emit
+    emitter("agent.tool_call", tool="x")
+    assert calls == ["agent.tool_call"]

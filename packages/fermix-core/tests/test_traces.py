@@ -434,3 +434,65 @@ def test_a_secret_learnt_later_is_redacted_from_a_field_written_before(home: Fer
     first, second = lines(home, "agent_event")
     assert first["event"] == f"auth {value}", "not a secret yet when it was written"
     assert second["event"] == "auth [REDACTED:secret]"
+
+
+def test_a_span_line_is_the_record_encoded_whole_with_its_ids_as_made(home: FermixHome) -> None:
+    """Span ids skip the redactor (random hex made here); the line is otherwise unchanged,
+    capture on and off, with a known secret that is itself lowercase hex."""
+    from fermix_core import logs, traces
+
+    logs.add_known_secret("0123456789abcdef0123")
+    try:
+        for capture in (False, True):
+            tracer = Tracer(home, capture_content=capture)
+            outer = tracer.span("agent_event", "turn", session_id="main-7")
+            inner = tracer.span(
+                "tool_exec", "read_file", session_id="main-7", arguments={"path": "a.txt"}
+            )
+            with outer, inner:
+                inner.set(ok=True, result=["x", "yz"])
+            tool = (today_dir(home) / "tool_exec.jsonl").read_text().splitlines()[-1]
+            record = json.loads(tool)
+            assert record["span_id"] == inner.span_id
+            assert record["parent_span_id"] == outer.span_id
+            stamp = datetime.fromisoformat(record["ts"].replace("Z", "+00:00"))
+            now = stamp.timestamp() + 0.0004  # inside the written millisecond
+            fields = {k: v for k, v in record.items() if k not in ("ts", "type", "session_id")}
+            fields["arguments"] = {"path": "a.txt"}
+            fields["result"] = ["x", "yz"]
+            expected = reference_line(tracer, "tool_exec", now, "main-7", fields)
+            assert tool.encode() + b"\n" == expected
+            if not capture:
+                assert record["arguments"] == {"omitted": True, "chars": 5}
+                assert record["result"] == {"omitted": True, "items": 2, "chars": 3}
+            assert traces._QUOTED.get(inner.span_id) is None, "a fresh id is not remembered"
+    finally:
+        logs.forget_known_secrets()
+
+
+def test_container_bodies_are_spelled_as_their_shape(home: FermixHome) -> None:
+    tracer = Tracer(home, capture_content=False)
+    now = 1_767_225_600.5
+    fields = {
+        "arguments": {"path": "notes.txt", "lines": [1, 2], "deep": {"q": "abc"}},
+        "result": ("a", b"\x00\x01", 3),
+        "output": Body([{"text": "hi"}]),
+        "text": Body({"k": "v"}),
+        "messages": [],
+        "content": {},
+    }
+    line = tracer._line("llm_call", now, None, fields)
+    assert line == reference_line(tracer, "llm_call", now, None, fields)
+    assert json.loads(line)["arguments"] == {"omitted": True, "chars": 12}
+    assert json.loads(line)["result"] == {"omitted": True, "items": 3, "chars": 3}
+    assert json.loads(line)["messages"] == {"omitted": True, "items": 0, "chars": 0}
+
+
+def test_records_of_interleaved_sessions_keep_their_own_ids(home: FermixHome) -> None:
+    tracer = Tracer(home, capture_content=False)
+    order = ["main-1", "main-2", "main-2", 7, "main-1", None, "main-1"]
+    for n, session_id in enumerate(order):
+        tracer.record("agent_event", session_id=session_id, event="e", n=n)
+    written = lines(home, "agent_event")
+    assert [r.get("session_id") for r in written] == order
+    assert [r["n"] for r in written] == list(range(len(order)))

@@ -11,10 +11,13 @@ inside a process that has started.
 
 While installed — by :func:`fermix_core.startup.begin`, the console ask's first step, until
 the ask's arguments turn out to need typer, whose help texts are docstrings —
-:class:`LeanFinder` hands every module the path-based finder would load from source a
-:class:`LeanLoader`, whose code is the usual code with the docstrings of the module and of
-its functions replaced by ``None``: what the compiler produces for a function without
-one. Class docstrings, ``assert`` statements and everything else are left as they are.
+:class:`LeanFinder` hands every module of the standard library and of
+:data:`LEAN_PACKAGES` (ours and the locked libraries an ask runs) that the path-based
+finder would load from source a :class:`LeanLoader`, whose code is the usual code with the
+docstrings of the module and of its functions replaced by ``None``: what the compiler
+produces for a function without one. Class docstrings, ``assert`` statements and
+everything else are left as they are, and so is every other module: a third-party plugin
+may read its own docstrings.
 
 Every code object's location table loses its column positions too (:func:`no_columns`):
 PEP 657's start and end columns are about three quarters of ``co_linetable``, another
@@ -58,6 +61,40 @@ DIR_NAME = "bytecode"
 RULES = "2"
 #: The interpreters whose compiler follows the docstring rule above.
 SUPPORTED = sys.version_info[:2] == (3, 11)
+#: Installed packages loaded lean (top-level import names), besides the standard library:
+#: ours and the locked libraries a one-off ask runs, none of which reads a function's or a
+#: module's ``__doc__`` at run time. Anything else — a third-party ``fermix-<thing>``
+#: plugin, a library it brings — loads as usual, so code that does read its docstrings
+#: (a tool describing itself by one, a module formatting its own) sees them.
+LEAN_PACKAGES = frozenset(
+    {
+        "fermix_core",
+        "fermix_providers",
+        "fermix_channels",
+        "fermix_tools",
+        "pydantic",
+        "pydantic_core",
+        "annotated_types",
+        "typing_inspection",
+        "typing_extensions",
+        "anyio",
+        "sniffio",
+        "httpx",
+        "httpcore",
+        "h11",
+        "h2",
+        "hpack",
+        "hyperframe",
+        "idna",
+        "certifi",
+        "socksio",
+        "pluggy",
+    }
+)
+#: The standard library's directory; its ``site-packages`` (an install without a virtual
+#: environment) is not the standard library.
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+_SITE_DIRS = ("site-packages", "dist-packages")
 
 _CODE_TYPE = type((lambda: None).__code__)  # not compile(): it would set up the parser
 _FUNCTION_FLAGS = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: functions, not class bodies
@@ -184,9 +221,13 @@ class LeanFinder:
     """A :data:`sys.meta_path` finder placed before :class:`~importlib.machinery.PathFinder`:
     its specs are the path finder's, with a :class:`LeanLoader` for source modules."""
 
-    def __init__(self, root: str, *, write: bool = True) -> None:
+    def __init__(
+        self, root: str, *, write: bool = True, packages: frozenset[str] | None = LEAN_PACKAGES
+    ) -> None:
         self.root = root
         self.write = write
+        #: Top-level names of installed packages loaded lean; ``None``: every module.
+        self.packages = packages
         self.tag = sys.implementation.cache_tag
         self.hits = 0
         self.written = 0
@@ -195,9 +236,20 @@ class LeanFinder:
         spec = PathFinder.find_spec(name, path, target)
         if spec is None or type(spec.loader) is not SourceFileLoader or not spec.origin:
             return spec
+        if not self.serves(name, spec.origin):
+            return spec
         spec.cached = self.cache_path(spec.origin)
         spec.loader = LeanLoader(spec.loader.name, spec.loader.path, self, spec.cached)
         return spec
+
+    def serves(self, name: str, origin: str) -> bool:
+        """Whether module *name*, loaded from *origin*, gets lean code: a module of the
+        standard library or of one of :attr:`packages`."""
+        if self.packages is None or name.partition(".")[0] in self.packages:
+            return True
+        if not origin.startswith(_STDLIB):
+            return False
+        return not any(part in _SITE_DIRS for part in origin[len(_STDLIB) :].split(os.sep))
 
     def cache_path(self, source: str) -> str:
         """Where the lean bytecode of *source* is kept (``sys.pycache_prefix``'s layout)."""

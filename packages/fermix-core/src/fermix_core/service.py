@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +197,7 @@ class FermixService:
             caller=caller,
             home=runtime.home,
             config=config,
-            emit=runtime.emit,
+            emit=runtime.emitter,
             tracer=tracer,
             context_window=windows,
         )
@@ -342,7 +343,7 @@ class FermixService:
                     commands=CommandRouter(registry.typed(CommandSpec).values()),
                     queue=queue,
                     services=runner,
-                    emit=runtime.emit,
+                    emit=runtime.emitter,
                     agent_available=lambda: service.available,
                     transcriber=transcriber,
                     images=functools.partial(image_intake, runtime.home, runtime.emit),
@@ -444,14 +445,7 @@ class FermixService:
             else Attachment(kind=AttachmentKind.IMAGE, path=Path(image), filename=Path(image).name)
             for image in images
         ]
-        message = InboundMessage(
-            channel=CLI_CHANNEL,
-            chat_id=session,
-            sender_id=LOCAL_SENDER,
-            text=text,
-            attachments=attachments,
-            local=True,
-        )
+        message = local_message(session, text, attachments)
         reply = CollectingReply(
             self.cli_features, inbox=InboxReply(self.inbox, session, self.cli_features)
         )
@@ -503,6 +497,43 @@ class FermixService:
             "http": self.ingress.as_dict() if self.ingress is not None else None,
             "mcp": self.mcp.status() if self.mcp is not None else [],
         }
+
+
+#: The fields a local message sets (its ``model_fields_set``).
+_LOCAL_FIELDS = frozenset({"channel", "chat_id", "sender_id", "text", "attachments", "local"})
+
+
+def local_message(session: str, text: str, attachments: list[Attachment]) -> InboundMessage:
+    """The operator's message in local *session*, as ``InboundMessage(...)`` would make it.
+
+    A non-empty ``str`` session and a ``str`` text without attachments are kept by
+    validation exactly as given, so that message is built without it; anything else (an
+    empty session, a number, attachments) is validated as before.
+    """
+    if type(session) is str and session and type(text) is str and not attachments:
+        fields = {
+            "channel": CLI_CHANNEL,
+            "chat_id": session,
+            "thread_id": None,
+            "sender_id": LOCAL_SENDER,
+            "sender_name": None,
+            "text": text,
+            "attachments": [],
+            "message_id": None,
+            "is_group": False,
+            "local": True,
+            "received_at": datetime.now(UTC),
+            "raw_ref": None,
+        }
+        return built_instance(InboundMessage, fields, set(_LOCAL_FIELDS))
+    return InboundMessage(
+        channel=CLI_CHANNEL,
+        chat_id=session,
+        sender_id=LOCAL_SENDER,
+        text=text,
+        attachments=attachments,
+        local=True,
+    )
 
 
 def image_intake(home: Any, emit: Any) -> Any:

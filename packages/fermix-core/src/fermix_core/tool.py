@@ -121,7 +121,11 @@ class ServiceTable(MutableMapping[str, Any]):
         copy = ServiceTable.__new__(ServiceTable)  # one merged dict, not a copy of a copy
         copy._values = {**self._values, **values}
         lazy = self._lazy
-        copy._lazy = {k: v for k, v in lazy.items() if k not in values} if lazy else {}
+        if lazy:
+            lazy = dict(lazy)  # a copy of its own: provide() and assignment change it
+            for name in values:
+                lazy.pop(name, None)
+        copy._lazy = lazy if lazy else {}
         return copy
 
     def without(self, *names: str) -> ServiceTable:

@@ -16,7 +16,8 @@ shape this module:
 * **Never a secret.** Capture on or off, every string of a record passes through the log
   redactor (:func:`fermix_core.logs.redact`: vendor token shapes plus the exact values of
   the configured secrets) before it is cut or written, so a provider error that echoes a
-  key, or a captured request carrying one, stores ``[REDACTED:<vendor>]`` instead.
+  key, or a captured request carrying one, stores ``[REDACTED:<vendor>]`` instead. (Span
+  ids are the exception: random hex made here from no input, written as made.)
 
 Each record is one line written with a single ``write(2)`` on an ``O_APPEND`` descriptor
 under a lock, so concurrent writers (threads, or the CLI and the daemon) never interleave
@@ -195,17 +196,35 @@ def _size(value: Any) -> dict[str, Any]:
     return shape
 
 
+def _omitted(body: Any) -> str:
+    """``_size(body)`` as the encoder spells it, for a *body* that is not a :class:`Body`."""
+    chars = _measure(body)
+    if isinstance(body, list | tuple):
+        return f'{{"omitted":true,"items":{len(body)},"chars":{chars}}}'
+    return f'{{"omitted":true,"chars":{chars}}}'
+
+
 def _measure(value: Any, depth: int = 0) -> int:
     """Characters of text (and bytes of binary) in *value*, without serializing it.
 
     Walking instead of ``json.dumps`` matters: a history carrying a photo would otherwise be
     base64-encoded and dumped on every model call just to be counted.
     """
+    kind = type(value)
+    if kind is str:
+        return len(value)
+    if kind is dict and depth <= 32:  # tool arguments: counted without the general checks
+        total = 0
+        for item in value.values():
+            total += _measure(item, depth + 1)
+        return total
+    if kind is int or kind is float or kind is bool or value is None:
+        return 0
     if isinstance(value, str):
         return len(value)
     if isinstance(value, bytes | bytearray):
         return len(value)
-    if value is None or isinstance(value, bool | int | float) or depth > 32:
+    if isinstance(value, bool | int | float) or depth > 32:
         return 0
     if hasattr(value, "model_dump") and callable(value.model_dump):
         try:
@@ -289,6 +308,8 @@ _second: tuple[int, str, str] = (-1, "", "")
 _MILLIS = tuple(f"{n:03d}" for n in range(1000))
 #: ``Z","type":"<type>"`` per trace type: the rest of a record's fixed head.
 _HEADS = {t: f'Z","type":{_quote(t)}' for t in TRACE_TYPES}
+#: Small counts (token counts, iterations, attachments) as JSON, spelled once.
+_INTS = {n: str(n) for n in range(1024)}
 #: Field names already spelled as JSON object keys (``"name":``); names come from code.
 _KEYS: dict[str, str] = {}
 _MAX_KEYS = 4096
@@ -377,6 +398,24 @@ def _encoded(value: Any, key: str, capture: bool) -> str:
     return _ENCODER.encode(_bounded(value))
 
 
+class _Spelled:
+    """A value the tracer made itself and spelled as JSON already: a span's id.
+
+    Span ids are random hex from :data:`_span_ids`, not derived from any input, so they
+    carry nothing to redact and are written as they are (a redactor pass over a fresh id
+    cost more than the rest of its field, and a fresh id is never remembered).
+    """
+
+    __slots__ = ("json",)
+
+    def __init__(self, json: str) -> None:
+        self.json = json
+
+
+def _spelled_id(span_id: str | None) -> _Spelled | None:
+    return None if span_id is None else _Spelled(_quote(span_id))
+
+
 def _renamed(fields: Mapping[str, Any], with_session: bool) -> dict[str, Any]:
     """*fields* with names the record's head uses renamed ``field_<name>``.
 
@@ -416,6 +455,8 @@ class Tracer:
         self._day_number = -1
         self._day = ""
         self._failures: set[tuple[str, str]] = set()
+        #: The session id last written and the record head spelled with it.
+        self._session: tuple[object, str] = (None, "")
 
     # ------------------------------------------------------------------ writing
 
@@ -490,42 +531,62 @@ class Tracer:
         second = _second
         if second[0] != int(now):
             second = _formatted(now)
-        parts = [second[1], _MILLIS[int((now % 1) * 1000)], head]
-        add = parts.append
         if session_id is not None:
-            add(',"session_id":')
-            add(_quote(session_id) if type(session_id) is str else _ENCODER.encode(session_id))
+            # A turn's records all carry its session id: the last one spelled is kept.
+            spelled = self._session
+            if spelled[0] is not session_id:
+                quoted = (
+                    _quote(session_id) if type(session_id) is str else _ENCODER.encode(session_id)
+                )
+                spelled = self._session = (session_id, ',"session_id":' + quoted)
+            parts = [second[1], _MILLIS[int((now % 1) * 1000)], head, spelled[1]]
+            add = parts.append
             if "session_id" in fields or "ts" in fields or "type" in fields:
                 fields = _renamed(fields, True)
-        elif "ts" in fields or "type" in fields:
-            fields = _renamed(fields, False)
+        else:
+            parts = [second[1], _MILLIS[int((now % 1) * 1000)], head]
+            add = parts.append
+            if "ts" in fields or "type" in fields:
+                fields = _renamed(fields, False)
         if self.capture_content:
             for key, value in fields.items():
                 add(_KEYS.get(key) or _key(key))
-                add(_encoded(value, key, True))
+                add(value.json if type(value) is _Spelled else _encoded(value, key, True))
         else:
+            keys = _KEYS
+            quoted = _QUOTED
+            content = CONTENT_FIELDS
+            ints = _INTS
             for key, value in fields.items():
-                add(_KEYS.get(key) or _key(key))
+                add(keys.get(key) or _key(key))
                 kind = type(value)
                 # The common shapes inline, most frequent first; _encoded spells them alike.
-                if key in CONTENT_FIELDS or kind is Body:
+                if key in content:
                     body = value.value if kind is Body else value
                     if type(body) is str:  # a text body: its size only, as _encoded spells it
-                        add('{"omitted":true,"chars":')
-                        add(int.__repr__(len(body)))
-                        add("}")
+                        add(f'{{"omitted":true,"chars":{len(body)}}}')
+                    elif kind is Body or not isinstance(value, Body):
+                        add(_omitted(body))  # tool arguments, results that are not text
                     else:
                         add(_encoded(value, key, False))
                 elif kind is str:
-                    add(_QUOTED.get(value) or _string(value))
+                    add(quoted.get(value) or _string(value))
                 elif kind is int:
-                    add(int.__repr__(value))
+                    add(ints.get(value) or str(value))  # as the encoder spells it
                 elif value is None:
                     add("null")
                 elif kind is bool:
                     add("true" if value else "false")
-                elif kind is float and (spelled := float.__repr__(value))[-1] not in "nf":
+                elif kind is float and (spelled := str(value))[-1] not in "nf":
                     add(spelled)  # durations; nan and the infinities go the encoder's way
+                elif kind is Body:  # a body under any name: as above
+                    body = value.value
+                    if type(body) is str:
+                        add(f'{{"omitted":true,"chars":{len(body)}}}')
+                    else:
+                        add(_omitted(body))
+                elif kind is _Spelled:
+                    add(value.json)
                 else:
                     add(_encoded(value, key, False))
         add("}\n")
@@ -608,16 +669,18 @@ class Span:
             except ValueError:  # exited in another context; the next span still parents right
                 _current_span.set(self.parent_span_id)
             self._token = None
-        payload = dict(self.fields)
+        # The span's fields first, then its own keys (a field of the same name keeps its
+        # place and takes the span's value, as ``dict.update`` would).
+        payload = {
+            **self.fields,
+            "name": self.name,
+            "span_id": _spelled_id(self.span_id),
+            "parent_span_id": _spelled_id(self.parent_span_id),
+            "started_at": round(self._started_wall, 3),
+            "duration_ms": round(duration_ms, 3),
+            "status": "ok",
+        }
         payload.pop("session_id", None)
-        payload.update(
-            name=self.name,
-            span_id=self.span_id,
-            parent_span_id=self.parent_span_id,
-            started_at=round(self._started_wall, 3),
-            duration_ms=round(duration_ms, 3),
-            status="ok",
-        )
         if exc is not None:
             payload["status"] = "error" if isinstance(exc, Exception) else "cancelled"
             payload["error"] = exc

@@ -9,6 +9,7 @@ commits; its user message stays in history followed by a short "context only" ma
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from fermix_core.channel import ConversationKey, OutboundMessage
 from fermix_core.memory.directives import OWNER_MESSAGES_STATE
@@ -167,6 +169,8 @@ class TurnRunner:
         self._system_messages: dict[Trust, tuple[str, Message]] = {}
         #: The agent loop last built per trust (rebuilt when its snapshot or caller changes).
         self._loops: dict[Trust, Any] = {}
+        #: The event loop the turns last ran on, and anyio's cancel-scope factory for it.
+        self._scopes: tuple[Any, Callable[..., Any]] | None = None
 
     # ------------------------------------------------------------------ TurnExecutor
 
@@ -316,8 +320,6 @@ class TurnRunner:
         session_id: str,
         owner_words: Callable[[], list[str]] | None,
     ) -> TurnOutcome:
-        from fermix_core.agent import AgentLoop
-
         message = job.message
         key = message.conversation_key
         snapshot = self.capabilities.snapshot(job.trust, reactions=job.reply.features.reactions)
@@ -368,6 +370,8 @@ class TurnRunner:
             ctx.state["resume"] = job
         loop = self._loops.get(job.trust)
         if loop is None or loop.capabilities is not snapshot or loop.caller is not self.caller:
+            from fermix_core.agent import AgentLoop
+
             # A loop keeps nothing between runs: one per snapshot serves every turn on it.
             loop = self._loops[job.trust] = AgentLoop(
                 self.caller, snapshot, emit=self.emit, tracer=self.tracer
@@ -416,7 +420,7 @@ class TurnRunner:
                 {"direction": "outbound", "channel": message.channel, "text": Body(result.text)},
                 session_id=session_id,
             )
-        with anyio.CancelScope(shield=True):  # delivered: the commit must not be torn
+        with self._shielded():  # delivered: the commit must not be torn
             await self.store.commit_turn(
                 handle.turn_id,
                 result.messages,
@@ -438,6 +442,22 @@ class TurnRunner:
             )
         self._after_reply(handle.conversation_id, result.usage, result.model)
         return outcome
+
+    def _shielded(self) -> Any:
+        """``anyio.CancelScope(shield=True)``, made through the running loop's backend.
+
+        ``anyio.CancelScope()`` asks which async library runs on every call; a turn makes
+        one for its commit, so the backend's factory is looked up once per event loop.
+        """
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio: anyio finds the backend itself
+            return anyio.CancelScope(shield=True)
+        scopes = self._scopes
+        if scopes is None or scopes[0] is not running:
+            backend = anyio.lowlevel.current_token().backend_class
+            scopes = self._scopes = (running, backend.create_cancel_scope)
+        return scopes[1](shield=True)
 
     def _skills_section(self, trust: Trust) -> str:
         """The prompt's skills section, rebuilt only when the loaded skills change.
@@ -545,8 +565,10 @@ class TurnRunner:
         message = job.message
         # An undelivered reply was logged by the port with its conversation; the turn still
         # commits it to history, so nothing is lost silently.
-        with contextlib.suppress(_reply_undelivered()):
+        try:
             await job.reply.send(reply_message(message.chat_id, message.thread_id, text))
+        except _reply_undelivered():  # looked up only when the send failed
+            pass
 
     # ------------------------------------------------------------------ post-reply work
 
@@ -812,8 +834,12 @@ def estimate_tokens(messages: list[Message]) -> int:
     chars = 0
     for message in messages:
         result = message.tool_result
+        parts = message.content if result is None else result.content
+        if len(parts) == 1 and type(part := parts[0]) is TextPart:  # most messages
+            chars += len(part.text)
+            continue
         joins = 0
-        for part in message.content if result is None else result.content:
+        for part in parts:
             if isinstance(part, TextPart) and part.text:
                 chars += len(part.text)
                 joins += 1

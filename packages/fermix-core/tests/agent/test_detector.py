@@ -39,3 +39,24 @@ def test_thresholds_must_make_sense():
         RepeatedCallDetector(warn_at=1, abort_at=3)
     custom = RepeatedCallDetector(warn_at=2, abort_at=3)
     assert [custom.observe("x", {}).action for _ in range(3)] == ["ok", "warn", "abort"]
+
+
+def test_canonical_arguments_are_what_json_dumps_spells():
+    import json
+
+    cases = [
+        {},
+        {"b": [1, 2.5, None, True], "a": {"y": float("nan"), "x": 'é\n"q"'}},
+        {"v": {3, 1}, "when": object, 2: "int key", "t": (1, "x")},
+        {"deep": {"z": {"y": {"x": [{"w": b"bytes"}]}}}},
+    ]
+    for case in cases:
+        try:
+            expected = json.dumps(
+                case, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+            )
+        except TypeError:  # mixed key types cannot be sorted: both raise alike
+            with pytest.raises(TypeError):
+                canonical_arguments(case)
+            continue
+        assert canonical_arguments(case) == expected

@@ -841,3 +841,22 @@ async def test_a_registered_tool_watcher_hears_every_call_start_and_finish(kit, 
     provider = ScriptedProvider([tool_call("echo", {"text": "b"}), reply("done")])
     await loop_over(kit, provider).run(USER, ctx)
     assert heard == []
+
+
+async def test_a_loop_run_again_sends_the_snapshots_tools_with_every_request(kit, ctx):
+    provider = ScriptedProvider(
+        [
+            tool_call("echo", {"text": "a"}),
+            reply("one"),
+            tool_call("echo", {"text": "b"}),
+            reply("two"),
+        ]
+    )
+    loop = loop_over(kit, provider)
+    wanted = loop.capabilities.definitions()
+    first = await loop.run(USER, ctx)
+    second = await loop.run(USER, ctx)
+    assert (first.text, second.text) == ("one", "two")
+    assert [len(r.messages) for r in provider.requests] == [2, 4, 2, 4]
+    for request in provider.requests:
+        assert request.tools == wanted

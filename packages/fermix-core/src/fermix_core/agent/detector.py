@@ -24,11 +24,16 @@ ABORT_AT = 5
 Action = Literal["ok", "warn", "abort"]
 
 
+#: What ``json.dumps(..., sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+#: default=repr)`` builds on every call, built once (an encoder keeps no state between calls).
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+)
+
+
 def canonical_arguments(arguments: Mapping[str, Any]) -> str:
     """Arguments as sorted, compact JSON; values JSON cannot hold are compared by ``repr``."""
-    return json.dumps(
-        arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-    )
+    return _CANONICAL.encode(arguments)
 
 
 @dataclass(frozen=True, slots=True)

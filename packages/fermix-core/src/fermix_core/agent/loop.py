@@ -219,9 +219,14 @@ _REQUEST_FIELDS = frozenset(
 )
 
 
+def _plain_tools(tools: list[Any]) -> bool:
+    """Whether every tool definition is one a :class:`ChatRequest` keeps as it is."""
+    return all(type(tool) is ToolDefinition for tool in tools)
+
+
 def _plain_request_inputs(
     messages: list[Any],
-    tools: list[Any],
+    tools_plain: bool,
     model: Any,
     reasoning_effort: Any,
     stream: Any,
@@ -234,13 +239,10 @@ def _plain_request_inputs(
     flags and a callable (or no) event hook; anything else is left to validation, which
     coerces it or says what is wrong.
     """
-    if not messages:
+    if not messages or not tools_plain:
         return False
     for message in messages:
         if type(message) is not Message:
-            return False
-    for tool in tools:
-        if type(tool) is not ToolDefinition:
             return False
     return (
         (model is None or type(model) is str)
@@ -276,6 +278,10 @@ class AgentLoop:
         self.capabilities = capabilities
         self.max_iterations = max_iterations
         self._observe = Observer(emit, tracer)
+        #: The snapshot's wire tool list (fixed for a snapshot; never handed out, only
+        #: copies) and whether a request keeps it as it is.
+        self._tools: list[ToolDefinition] | None = None
+        self._tools_plain = False
 
     async def run(
         self,
@@ -303,13 +309,22 @@ class AgentLoop:
         if caps.reactions is not None:
             ctx.state["allowed_reactions"] = caps.reactions
         state = _RunState(history=list(messages))
-        detector = RepeatedCallDetector()
-        tools = caps.definitions()
+        detector: RepeatedCallDetector | None = None  # made by the run's first tool call
+        tools = self._tools
+        if tools is None:
+            tools = self._tools = caps.definitions()
+            self._tools_plain = _plain_tools(tools)
         # Every request of this run is built from these; when they are all of the types a
         # ChatRequest keeps as is, each is made without validating them again (the history
         # only grows by messages this loop built).
         plain = _plain_request_inputs(
-            state.history, tools, model, reasoning_effort, stream, inner_retry, on_event
+            state.history,
+            self._tools_plain,
+            model,
+            reasoning_effort,
+            stream,
+            inner_retry,
+            on_event,
         )
 
         for iteration in range(1, self.max_iterations + 1):
@@ -346,6 +361,8 @@ class AgentLoop:
                 return self._finish(turn, state, ctx)
 
             assistant = turn.to_message()
+            if detector is None:
+                detector = RepeatedCallDetector()
             results, stopped = await self._dispatch_all(turn.tool_calls, state, detector, ctx)
             state.history += [assistant, *results]
             state.produced += [assistant, *results]

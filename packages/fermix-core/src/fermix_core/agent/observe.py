@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from fermix_core.traces import Span, Tracer
+
 __all__ = ["Observer"]
 
 log = logging.getLogger("fermix.agent")
@@ -32,6 +34,9 @@ class Observer:
         # fields as a mapping (``Tracer.record_fields``) gets this call's dict as it is.
         self._record_fields = getattr(tracer, "record_fields", None)
         self._record = None if self._record_fields else getattr(tracer, "record", None)
+        # The JSONL tracer's spans never raise on entry or exit (a failed write is its own
+        # business), so the loop can run one as it is instead of behind a guard.
+        self._plain_spans = type(tracer) is Tracer
 
     def emit(self, event: str, /, **data: Any) -> None:
         """``emit(event, **data)``; never pass a ``name`` key — the runtime's emit takes it."""
@@ -53,6 +58,9 @@ class Observer:
 
     def annotate(self, handle: Any, **fields: Any) -> None:
         """Add late fields to an open span when the tracer's span handle takes them."""
+        if type(handle) is Span:
+            handle.fields.update(fields)
+            return
         setter = getattr(handle, "set", None)
         if not callable(setter):
             return
@@ -61,9 +69,11 @@ class Observer:
         except Exception:
             log.exception("trace span annotation failed")
 
-    def span(self, kind: str, name: str, *, session_id: str, **fields: Any) -> _ObservedSpan:
+    def span(self, kind: str, name: str, *, session_id: str, **fields: Any) -> Any:
         """``async with`` a tracer span around the body (the handle, or ``None``); a broken
         tracer leaves the body running bare."""
+        if self._plain_spans:
+            return Span(self._tracer, kind, name, session_id, fields)  # type: ignore[arg-type]
         return _ObservedSpan(self._tracer, kind, name, session_id, fields)
 
 

@@ -98,6 +98,21 @@ def is_shared(is_group: bool, senders: Sequence[str | None]) -> bool:
     return is_group or len({s for s in senders if s}) > 1
 
 
+def _two_senders(window: Sequence[StoredMessage], sender_id: str | None) -> bool:
+    """:func:`is_shared` of a chat that is not a group: whether the user rows of *window*
+    and *sender_id* name more than one sender (one pass, stopping at the second)."""
+    first = sender_id or None
+    for row in window:
+        if row.message.role == "user":
+            other = row.sender_id
+            if other:
+                if first is None:
+                    first = other
+                elif other != first:
+                    return True
+    return False
+
+
 def group_note(trust: Trust, current_label: str) -> str:
     """The system prompt's paragraph for a shared conversation."""
     if Trust(trust) is Trust.OPERATOR:
@@ -140,8 +155,7 @@ def replay(
     trust: Trust,
 ) -> GroupView:
     """What one turn sends: *window* and the new *user* message, labelled when shared."""
-    senders = [row.sender_id for row in window if row.message.role == "user"]
-    if not is_shared(is_group, [*senders, sender_id]):
+    if not is_group and not _two_senders(window, sender_id):
         return GroupView([row.message for row in window], user, None)
     history = [
         labelled(
