@@ -12,6 +12,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -73,10 +75,11 @@ anyio.run(main)
 """
 
 
-def test_sigkill_mid_commit_loses_nothing_committed(tmp_path: Path) -> None:
-    db = tmp_path / "memory.db"
+@contextmanager
+def _child(tmp_path: Path, source: str, db: Path) -> Iterator[subprocess.Popen[str]]:
+    """The child *source* run on *db*, waited for and its pipes closed however the test ends."""
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    script.write_text(source)
     proc = subprocess.Popen(
         [sys.executable, str(script), str(db), str(TURNS)],
         stdin=subprocess.PIPE,
@@ -84,10 +87,23 @@ def test_sigkill_mid_commit_loses_nothing_committed(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    committed: list[int] = []
-    doomed = None
-    inside = None
     try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_sigkill_mid_commit_loses_nothing_committed(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    with _child(tmp_path, CHILD, db) as proc:
+        committed: list[int] = []
+        doomed = None
+        inside = None
         assert proc.stdout is not None
         for line in proc.stdout:
             word, _, value = line.strip().partition(" ")
@@ -110,13 +126,6 @@ def test_sigkill_mid_commit_loses_nothing_committed(tmp_path: Path) -> None:
             reader.close()
         assert visible == 1
         os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
     assert proc.returncode == -signal.SIGKILL
     assert len(committed) == TURNS and doomed is not None and inside == 5
 
@@ -200,18 +209,9 @@ def test_sigkill_inside_a_turn_start_leaves_no_trace_of_it(tmp_path: Path) -> No
     or not at all: killed after all of them ran but before its COMMIT, the file holds every
     committed turn whole, no row of the dying start and the updated_at of the last one."""
     db = tmp_path / "memory.db"
-    script = tmp_path / "child.py"
-    script.write_text(START_CHILD)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(db), str(TURNS)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    committed: list[int] = []
-    doomed = None
-    try:
+    with _child(tmp_path, START_CHILD, db) as proc:
+        committed: list[int] = []
+        doomed = None
         assert proc.stdout is not None
         for line in proc.stdout:
             word, _, value = line.strip().partition(" ")
@@ -223,13 +223,6 @@ def test_sigkill_inside_a_turn_start_leaves_no_trace_of_it(tmp_path: Path) -> No
         else:
             pytest.fail(f"child ended early: {proc.stderr.read() if proc.stderr else ''}")
         os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
     assert proc.returncode == -signal.SIGKILL
     assert len(committed) == TURNS and doomed is not None
 
