@@ -5,6 +5,8 @@ answers, TLS, and what it hands on to httpx's own transport."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -382,8 +384,11 @@ async def test_an_interim_answer_is_skipped_and_head_goes_to_httpx_own_transport
 
     server = RawServer(handler)
     async with server, lean() as client:
+        fallback = client._transport.fallback
         answer = await client.get(f"{server.url}/hinted")
+        assert fallback.inner is None  # httpx's pool is built by the first request it serves
         head = await client.head(f"{server.url}/head")
+        assert fallback.inner is not None
     assert answer.status_code == 200 and answer.content == b"ok"
     assert head.status_code == 200 and head.content == b""
     assert head.headers["content-length"] == "1234"
@@ -478,3 +483,18 @@ def test_one_client_used_from_one_event_loop_after_another() -> None:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def test_a_lean_client_loads_no_httpcore_until_its_fallback_is_needed() -> None:
+    """A one-off ``fermix ask`` builds the lean client and sends one POST: httpcore and h11
+    (httpx's own pool) stay unimported."""
+    probe = (
+        "import sys, httpx\n"
+        "from fermix_core.httpclient import runtime_client\n"
+        "client = runtime_client(lean=True)\n"
+        "print(sorted(m for m in ('httpcore', 'h11') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

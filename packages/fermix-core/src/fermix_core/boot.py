@@ -47,6 +47,8 @@ RUNTIME_KINDS: frozenset[str] = frozenset(
 
 @dataclass
 class Assembly:
+    """What boot put together before the config is validated: home, plugins, specs, config text."""
+
     home: FermixHome
     environ: Mapping[str, str]
     host: PluginHost

@@ -81,7 +81,11 @@ class Attachment(BaseModel):
     """
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+        frozen=True,
+        extra="forbid",
+        ser_json_bytes="base64",
+        val_json_bytes="base64",
+        defer_build=True,
     )
 
     kind: AttachmentKind
@@ -140,7 +144,9 @@ class InboundMessage(BaseModel):
     target, a media file id); it is never serialized.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", coerce_numbers_to_str=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", coerce_numbers_to_str=True, defer_build=True
+    )
 
     channel: str = Field(min_length=1)
     chat_id: str = Field(min_length=1)
@@ -176,7 +182,9 @@ class OutboundMessage(BaseModel):
     it with no markup mode. Adapters always disable link previews.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", coerce_numbers_to_str=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", coerce_numbers_to_str=True, defer_build=True
+    )
 
     chat_id: str = Field(min_length=1)
     thread_id: str | None = None
@@ -198,7 +206,9 @@ class OutboundMessage(BaseModel):
 class SentMessage(BaseModel):
     """What the platform assigned to a sent message, for later edits, deletes and reactions."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", coerce_numbers_to_str=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", coerce_numbers_to_str=True, defer_build=True
+    )
 
     message_id: str = Field(min_length=1)
 

@@ -360,6 +360,29 @@ def _transport_class() -> Any:
     return PooledTransport
 
 
+class FallbackOnDemand:
+    """The lean client's fallback transport, built by the first request that needs it.
+
+    :class:`fermix_core.http1.Http1Transport` hands only ``HEAD``/``CONNECT`` and non-asyncio
+    loops on, which a provider call or a platform API call never is. Building httpx's pooled
+    transport up front imported httpcore and h11 (about 45 modules: 6% of a cold
+    ``fermix ask``'s instructions and 1.2 MiB) in every process for a transport that is
+    almost never used."""
+
+    def __init__(self, build: Any) -> None:
+        self._build = build
+        self.inner: Any = None
+
+    async def handle_async_request(self, request: Any) -> Any:
+        if self.inner is None:
+            self.inner = self._build()
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self.inner is not None:
+            await self.inner.aclose()
+
+
 _TRANSPORT_OPTIONS = frozenset({"http1", "http2", "cert"})
 
 
@@ -400,8 +423,10 @@ def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
     pooled transport above. Keyword arguments are passed on to ``httpx.AsyncClient``.
 
     *lean* puts :class:`fermix_core.http1.Http1Transport` in front of the pooled transport
-    (which then serves only what the lean one hands on: ``HEAD``, non-asyncio loops): the
-    channels' client, whose many small platform calls it makes several times cheaper."""
+    (which then serves only what the lean one hands on: ``HEAD``, non-asyncio loops, and is
+    built only when one comes, :class:`FallbackOnDemand`): the channels' client, whose many
+    small platform calls it makes several times cheaper, and the providers' client of a
+    service, for which it also keeps httpcore and h11 out of a one-off ``fermix ask``."""
     import httpx
 
     kwargs.setdefault(
@@ -427,7 +452,10 @@ def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
     if pooled_only:
         limits = kwargs["limits"]
         trust_env = kwargs.get("trust_env", True)
-        pooled = _transport_class()(verify=verify, limits=limits, trust_env=trust_env)
+        build_pooled = functools.partial(
+            _transport_class(), verify=verify, limits=limits, trust_env=trust_env
+        )
+        pooled = FallbackOnDemand(build_pooled) if lean else build_pooled()
         kwargs["transport"] = pooled
         if lean:
             from fermix_core.http1 import Http1Transport

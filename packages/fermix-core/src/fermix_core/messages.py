@@ -43,7 +43,10 @@ Role = Literal["system", "user", "assistant", "tool"]
 #: Tool names every major wire accepts (OpenAI is the strictest: 64 chars of this set).
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+#: Core models are built (validator and serializer) on first use, not when defined: a
+#: one-off ``fermix ask`` imports every message, channel and memory model and validates
+#: or dumps only a few of them (docs/performance.md, "Seventh pass").
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 _new = object.__new__
 _set = object.__setattr__
@@ -86,7 +89,11 @@ class ImagePart(BaseModel):
     """
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+        frozen=True,
+        extra="forbid",
+        ser_json_bytes="base64",
+        val_json_bytes="base64",
+        defer_build=True,
     )
 
     type: Literal["image"] = "image"

@@ -51,7 +51,7 @@ class StreamEventKind(StrEnum):
 class StreamEvent(BaseModel):
     """One increment of a streamed model call."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: StreamEventKind
     #: The delta for ``text_delta``, the summary line for ``reasoning_summary``, the full
@@ -74,7 +74,7 @@ class ChatRequest(BaseModel):
     scheduled jobs, which keep their own deadline-bounded retry and must not stack two.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     messages: list[Message] = Field(min_length=1)
     tools: list[ToolDefinition] = Field(default_factory=list)

@@ -24,6 +24,8 @@ from fermix_core.home import FermixHome
 
 @dataclass
 class Runtime:
+    """A booted runtime: the assembly, the validated config and the plugins' start-up state."""
+
     assembly: Assembly
     config: LoadedConfig
     #: Free space for plugins' start-up state (see ``fermix_startup``).

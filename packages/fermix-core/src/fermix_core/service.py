@@ -399,8 +399,9 @@ class FermixService:
             log.warning("%s", plan.reason)  # the reason already says "no provider configured"
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
-        # older than 15 s are discarded at checkout.
-        http = runtime_client()
+        # older than 15 s are discarded at checkout. The lean transport (asyncio protocols,
+        # httptools) carries the calls; httpx's own pool is built only for what it hands on.
+        http = runtime_client(lean=True)
         chain = build_chain(
             plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
         )

@@ -272,6 +272,8 @@ class ToolSpec(Spec):
 
 @dataclass(frozen=True, slots=True)
 class MemoryBackendSpec(Spec):
+    """A long-term memory backend a plugin offers (``fermix_memory_backends``)."""
+
     kind: ClassVar[str] = "memory_backend"
     factory: Ref | None = None
     description: str = ""
@@ -284,6 +286,8 @@ class MemoryBackendSpec(Spec):
 
 @dataclass(frozen=True, slots=True)
 class TranscriptionBackendSpec(Spec):
+    """A speech-to-text backend a plugin offers (``fermix_transcription_backends``)."""
+
     kind: ClassVar[str] = "transcription_backend"
     factory: Ref | None = None
     default_model: str | None = None
@@ -302,6 +306,8 @@ class TranscriptionBackendSpec(Spec):
 
 @dataclass(frozen=True, slots=True)
 class WebSearchBackendSpec(Spec):
+    """A web-search backend a plugin offers (``fermix_web_search_backends``)."""
+
     kind: ClassVar[str] = "web_search_backend"
     factory: Ref | None = None
     env_var: str | None = None
@@ -315,6 +321,8 @@ class WebSearchBackendSpec(Spec):
 
 @dataclass(frozen=True, slots=True)
 class ImageBackendSpec(Spec):
+    """An image-generation backend a plugin offers (``fermix_image_backends``)."""
+
     kind: ClassVar[str] = "image_backend"
     factory: Ref | None = None
     supports_edit: bool = False

@@ -260,7 +260,7 @@ class ToolContext:
 class ToolOutput(BaseModel):
     """A tool's answer: content the model reads, plus structured ``data`` for the runtime."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     content: list[Part] = Field(default_factory=list)
     is_error: bool = False
@@ -310,7 +310,7 @@ class ToolBuildError(TypeError):
 class NoArgs(BaseModel):
     """Arguments of a tool that takes none; extra keys are reported back to the model."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)

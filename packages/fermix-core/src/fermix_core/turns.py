@@ -92,6 +92,8 @@ class TurnOutcome:
 
 @dataclass
 class BackgroundTask:
+    """A turn running in the background (``/background``): what status and cancel report on."""
+
     id: str
     key: ConversationKey
     prompt: str

@@ -123,6 +123,20 @@ def test_show_labels_exact_entries_as_paths_not_files(cli, layout) -> None:
     assert "/ (this path only, not below) — the root of the file system" in text
 
 
+def test_a_long_confinement_hint_is_wrapped_to_the_summary_width(cli, layout) -> None:
+    """Without bubblewrap the install hint runs past 250 characters: it wraps under itself."""
+    info = json.loads(cli(sandbox_cmd.sandbox_app, "show", "--json").stdout)
+    hint = "install bubblewrap (Debian/Ubuntu: `sudo apt install bubblewrap`; " * 4
+    info["confinement"].update(detail="bubblewrap (bwrap) is not installed; " * 3, fix=hint)
+    lines = sandbox_cmd._render(info).splitlines()
+    fix = next(i for i, line in enumerate(lines) if line.startswith("  to fix:"))
+    assert all(len(line) <= 100 for line in lines[: fix + 4])
+    assert lines[fix + 1].startswith(" " * 17)
+    assert "`sudo apt install bubblewrap`;" in lines[fix + 1]
+    joined = " ".join(line.strip() for line in lines[fix : fix + 4])
+    assert joined.split(None, 2)[2] == hint.strip()
+
+
 def test_show_is_a_summary_that_fits_a_screen(cli, layout) -> None:
     cli(sandbox_cmd.grant_app, "path", "app")
     text = cli(sandbox_cmd.sandbox_app, "show").stdout

@@ -40,7 +40,7 @@ _MAX_LISTED = 40
 
 
 class ToolSearchArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     query: str = Field(
         min_length=1, max_length=500, description="What you want to do, in a few keywords."
@@ -49,13 +49,13 @@ class ToolSearchArgs(BaseModel):
 
 
 class ToolDescribeArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(min_length=1, max_length=128, description="Exact name of the tool.")
 
 
 class ToolCallArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(min_length=1, max_length=128, description="Exact name of the tool to run.")
     arguments: dict[str, Any] = Field(

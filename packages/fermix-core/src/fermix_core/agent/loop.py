@@ -141,6 +141,8 @@ _NO_USAGE = Usage()
 
 @dataclass
 class _RunState:
+    """What one agent run accumulates across its model calls and tool rounds."""
+
     history: list[Message]
     produced: list[Message] = field(default_factory=list)
     records: list[ToolCallRecord] = field(default_factory=list)

@@ -190,6 +190,24 @@ def approve(
     typer.echo(RESTART_NOTE)
 
 
+#: The summary's width: the install hint for bubblewrap alone is over 250 characters.
+_WIDTH = 100
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """*label* and *text* as lines of at most :data:`_WIDTH`, continued under the text."""
+    import textwrap
+
+    return textwrap.wrap(
+        text,
+        width=_WIDTH,
+        initial_indent=label,
+        subsequent_indent=" " * len(label),
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
 def _render(info: dict[str, Any], *, verbose: bool = False) -> str:
     confinement = info["confinement"]
     lines = []
@@ -199,10 +217,10 @@ def _render(info: dict[str, Any], *, verbose: bool = False) -> str:
         lines.append("  approve with `fermix sandbox approve`, or undo the edit in config.toml")
     lines += [
         f"mode:            {info['mode']}",
-        f"confinement:     {confinement['setting']} — {confinement['detail']}",
+        *_wrapped("confinement:     ", f"{confinement['setting']} — {confinement['detail']}"),
     ]
     if confinement["fix"]:
-        lines.append(f"  to fix:        {confinement['fix']}")
+        lines += _wrapped("  to fix:        ", confinement["fix"])
     lines.append(f"  network:       {'on' if confinement['network'] else 'off'}")
     lines += [
         f"workspace:       {info['workspace']}",

@@ -52,7 +52,7 @@ SECRET_MARK = SecretMarker()
 class EnvSecret(BaseModel):
     """``{ source = "env", env = "NAME" }``: the secret is whatever ``$NAME`` holds at use."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: Literal["env"]
     env: str
@@ -74,7 +74,7 @@ class CommandSecret(BaseModel):
     by a shell.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: Literal["command"]
     command: list[str] = Field(min_length=1)

@@ -52,6 +52,8 @@ class QueueClosedError(RuntimeError):
 
 @dataclass
 class _Lane:
+    """One conversation's queue: the jobs waiting and the one running."""
+
     jobs: deque[TurnJob] = field(default_factory=deque)
     active: TurnJob | None = None
     scope: anyio.CancelScope | None = None

@@ -94,7 +94,7 @@ class Provenance(BaseModel):
     the respective callers are later confined to when they read memory back.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     speaker: Speaker
     conversation_key: ConversationKey | None = None
@@ -112,7 +112,7 @@ class Provenance(BaseModel):
 class MemoryFact(BaseModel):
     """One remembered fact. ``key`` is an optional stable handle ("user.timezone")."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     category: MemoryCategory
@@ -127,7 +127,7 @@ class MemoryFact(BaseModel):
 class StoreResult(BaseModel):
     """What a store did. ``previous`` is the fact as it was before an update or replace."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     action: StoreAction
     fact: MemoryFact
@@ -144,7 +144,7 @@ class MemoryFilter(BaseModel):
     conversation). A filter with nothing set matches everything.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     speakers: frozenset[Speaker] | None = None
     conversation_key: ConversationKey | None = None
@@ -194,7 +194,7 @@ class HistoryMessage(BaseModel):
     is the speaker of the turn the row belongs to (a reply to a guest is a guest row).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: int
     conversation_key: ConversationKey
@@ -207,7 +207,7 @@ class HistoryMessage(BaseModel):
 class AddOp(BaseModel):
     """Add a fact (a no-op when an equal one is already active)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     op: Literal["add"] = "add"
     category: MemoryCategory
@@ -218,7 +218,7 @@ class AddOp(BaseModel):
 class ReplaceOp(BaseModel):
     """Archive fact ``id`` and add its corrected version in its place."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     op: Literal["replace"] = "replace"
     id: str
@@ -230,7 +230,7 @@ class ReplaceOp(BaseModel):
 class ArchiveOp(BaseModel):
     """Archive fact ``id`` (restorable)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     op: Literal["archive"] = "archive"
     id: str

@@ -202,6 +202,8 @@ _Row = tuple[str, str, str | None, str | None]
 
 @dataclass(frozen=True)
 class _Dist:
+    """A distribution's name and version, read from its metadata once per scan."""
+
     name: str
     version: str | None
 

@@ -29,6 +29,8 @@ USER_AGENT = "fermix/0.1"
 
 @dataclass(frozen=True)
 class Timeouts:
+    """An adapter's HTTP timeouts in seconds."""
+
     connect: float = 10.0
     #: Longest silence between two received chunks (or before the first one).
     read: float = 120.0

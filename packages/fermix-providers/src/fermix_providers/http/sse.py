@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
+    """One server-sent event: its type, its data lines joined, its id."""
+
     event: str
     data: str
     id: str | None = None
@@ -21,6 +23,8 @@ class SSEEvent:
 
 @dataclass(slots=True)
 class StreamStats:
+    """Counts of one streamed response, read by the failover rules (was anything seen?)."""
+
     chunks: int = 0
     bytes: int = 0
     events: int = 0

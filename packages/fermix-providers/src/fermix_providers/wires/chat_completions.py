@@ -135,6 +135,8 @@ class _PartialCall:
 
 @dataclass
 class _StreamState:
+    """A streamed Chat Completions answer as its deltas arrive."""
+
     model: str
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
