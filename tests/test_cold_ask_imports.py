@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fermix_core import leancode
 from fermix_core.testing.loopback import (
     RecordedRequest,
     Reply,
@@ -32,6 +33,13 @@ import builtins, gc, json, sys
 import fermix_core.codecache as codecache
 compiled = []  # dataclass sources the generated-code cache had to compile
 codecache.compile = lambda *a, **k: compiled.append(a[0]) or builtins.compile(*a, **k)
+import fermix_core.leancode as leancode
+_install = leancode.LeanFinder.install
+def install(self):  # keep a reference to the finder the ask installs
+    global _lean_finder
+    _lean_finder = self
+    return _install(self)
+leancode.LeanFinder.install = install
 from fermix_core.cli.entry import main
 sys.argv = ["fermix", "ask", "hi", "--session", sys.argv[1]]
 code = main()  # as the console script runs it
@@ -51,7 +59,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules),
                   "class_doc": bool(sys.modules["fermix_core.channel"].InboundMessage.__doc__),
                   "lazy_built": [c.built for c in lazy],
                   "trust_loaded": [c.trust_loaded for c in trust], "frozen": frozen,
-                  "compiled": len(compiled)}))
+                  "compiled": len(compiled), "located": _lean_finder.located}))
 """
 
 #: Prefixes a one-off ask must not import (each is its own feature, loaded on use).
@@ -83,6 +91,8 @@ NOT_NEEDED = (
     "fermix_tools.files.grep",  # tool implementations: definitions come from the cache
     "fermix_tools.web.fetch",
     "fermix_tools.shell.tools",
+    "httpcore",  # httpx's own pool: built only for what the lean transport hands on (HEAD)
+    "h11",
     "fermix_providers.wires.responses",  # the model speaks Chat Completions
     "fermix_providers.wires.anthropic_messages",
     "yaml",  # skill front matter comes from the cache
@@ -172,7 +182,11 @@ def test_a_cold_ask_loads_only_what_the_turn_needs(ask) -> None:
     # The runtime's client never built a TLS context, let alone loaded certificates: the
     # model is plain http://.
     assert second["lazy_built"] and not any(second["lazy_built"])
-    assert not any(second["trust_loaded"])
+    assert second["trust_loaded"] == []  # not even an unloaded SSLContext was made
+    # Where each module is came from the first run's record (``python -c`` puts the
+    # working directory first on sys.path, so top-level names are searched as usual).
+    assert list((home / "cache" / "bytecode" / leancode.RULES).glob("module-specs.*.bin"))
+    assert second["located"] > 200
 
 
 def test_the_typer_form_of_a_cold_ask_keeps_its_help_texts(ask) -> None:

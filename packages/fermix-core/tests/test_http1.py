@@ -418,7 +418,9 @@ async def test_tls_verifies_with_the_deferred_trust_store(
             await client.get(f"https://127.0.0.1:{server.port}/")
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
     async with serve_tls(server_ctx) as server, lean() as client:
+        assert not client._transport.ssl_context.built  # no TLS connection yet
         reply = await client.get(f"https://127.0.0.1:{server.port}/page")
+        assert client._transport.ssl_context.context.trust_loaded
     assert reply.status_code == 200 and b"secure hello" in reply.content
     assert server.requests[0].startswith(b"GET /page ")
 

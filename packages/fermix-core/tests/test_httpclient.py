@@ -48,17 +48,24 @@ async def test_the_tls_context_is_built_by_the_first_tls_connection_and_shared(
 
 
 def test_clients_whose_context_httpx_reads_itself_get_a_real_one() -> None:
-    """The lean client (its own transport in front), proxies and mounts: httpx or the
-    lean transport use the context directly, so it is a real (still deferred) one."""
-    lean = runtime_client(lean=True)
+    """Proxies and mounts: httpx uses the context directly, so it is a real (still
+    deferred) one."""
     proxied = runtime_client(proxy="http://127.0.0.1:9")
-    for client in (lean, proxied):
-        contexts = [
-            getattr(getattr(t, "_pool", None), "_ssl_context", None)
-            for t in [client._transport, *client._mounts.values()]
-        ]
-        assert not any(isinstance(c, LazyTrustContext) for c in contexts)
+    contexts = [
+        getattr(getattr(t, "_pool", None), "_ssl_context", None)
+        for t in [proxied._transport, *proxied._mounts.values()]
+    ]
+    assert not any(isinstance(c, LazyTrustContext) for c in contexts)
     assert isinstance(proxied._transport._pool._ssl_context, DeferredTrustContext)
+
+
+def test_the_lean_transport_builds_its_context_for_the_first_tls_connection() -> None:
+    """The lean client (the channels' and the providers'): no ``ssl.SSLContext`` until an
+    ``https://`` connection opens (``test_http1`` connects through it)."""
+    lean = runtime_client(lean=True)
+    context = lean._transport.ssl_context
+    assert isinstance(context, LazyTrustContext) and not context.built
+    assert lean._transport.fallback.inner is None
 
 
 def test_the_first_wrap_loads_the_trust_store_once() -> None:

@@ -355,12 +355,14 @@ def test_a_module_outside_the_lean_packages_keeps_its_docstrings(tree) -> None:
     src, home, load = tree
     (src / "fermix_weather_plugin.py").write_text(SOURCE)
     (src / "lean_named.py").write_text(SOURCE)
+    _settle(src)
     root = str(home / "cache" / leancode.DIR_NAME)
     plugin, finder = load("fermix_weather_plugin", LeanFinder(root))
     assert not isinstance(plugin.__spec__.loader, LeanLoader)
     assert plugin.__doc__ == "The module's docstring."
     assert plugin.documented.__doc__ == "A function's docstring."
     assert finder.written == 0 and finder.hits == 0
+    assert not finder.save_specs()  # where it is is not remembered either
     named, finder = load("lean_named", LeanFinder(root, packages=frozenset({"lean_named"})))
     assert isinstance(named.__spec__.loader, LeanLoader)
     assert named.documented.__doc__ is None
@@ -379,3 +381,145 @@ def test_the_standard_library_and_our_packages_are_served_but_not_site_packages(
     # A package installed into the interpreter's own site-packages is not the standard library.
     assert not finder.serves("someplugin", os.path.join(stdlib, "site-packages", "someplugin.py"))
     assert not finder.serves("someplugin", "/anywhere/site-packages/someplugin/__init__.py")
+
+
+# --------------------------------------------------------------- remembered module locations
+
+PAST = 1_600_000_000  # seconds: a directory last changed long before the test
+
+
+def _settle(*directories: Path) -> None:
+    """Give *directories* an old modification time, as an installed tree has (with its
+    ``__pycache__`` there already, so importing writes nothing into them)."""
+    for directory in directories:
+        (directory / "__pycache__").mkdir(exist_ok=True)
+        os.utime(directory, (PAST, PAST))
+
+
+def _package(src: Path, name: str) -> None:
+    package = src / name
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 'package'\n")
+    (package / "part.py").write_text("VALUE = 'part'\n")
+    _settle(package, src)
+
+
+def test_modules_are_located_from_what_the_last_process_found(tree) -> None:
+    src, home, load = tree
+    _package(src, "lean_located")
+    root = str(home / "cache" / leancode.DIR_NAME)
+    first = LeanFinder(root, packages=None)
+    load("lean_located", first)
+    sys.modules.pop("lean_located.part", None)
+    load("lean_located.part", first)
+    assert first.located == 0 and first.save_specs()
+    expected = {
+        name: importlib.machinery.PathFinder.find_spec(name, path)
+        for name, path in (
+            ("lean_located", None),
+            ("lean_located.part", [str(src / "lean_located")]),
+        )
+    }
+
+    second = LeanFinder(root, packages=None)
+    package, _ = load("lean_located", second)
+    sys.modules.pop("lean_located.part", None)
+    part, _ = load("lean_located.part", second)
+    assert second.located == 2 and not second.save_specs()  # nothing new to write
+    for module in (package, part):
+        spec, plain = module.__spec__, expected[module.__name__]
+        assert isinstance(spec.loader, LeanLoader) and spec.loader.path == plain.origin
+        assert (spec.origin, spec.submodule_search_locations, spec.has_location, spec.parent) == (
+            plain.origin,
+            plain.submodule_search_locations,
+            plain.has_location,
+            plain.parent,
+        )
+        assert spec.cached == second.cache_path(plain.origin) == module.__cached__
+    assert (package.VALUE, part.VALUE) == ("package", "part")
+
+
+def test_a_module_added_earlier_on_the_path_or_removed_is_seen(tree, tmp_path: Path) -> None:
+    src, home, load = tree
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "lean_shadowed.py").write_text("WHERE = 'later'\n")
+    (later / "lean_removed.py").write_text("WHERE = 'later'\n")
+    _settle(later, src)
+    sys.path.append(str(later))
+    try:
+        root = str(home / "cache" / leancode.DIR_NAME)
+        first = LeanFinder(root, packages=None)
+        assert load("lean_shadowed", first)[0].WHERE == "later"
+        assert load("lean_removed", first)[0].WHERE == "later"
+        assert first.save_specs()
+
+        (src / "lean_shadowed.py").write_text("WHERE = 'earlier'\n")  # changes src's mtime
+        (later / "lean_removed.py").unlink()
+        second = LeanFinder(root, packages=None)
+        assert load("lean_shadowed", second)[0].WHERE == "earlier"
+        with pytest.raises(ModuleNotFoundError):
+            load("lean_removed", second)
+        assert second.located == 0
+        assert second.save_specs()  # the stale locations are dropped from the file
+        third = LeanFinder(root, packages=None)
+        assert all(key[0] != "lean_removed" for key in third._load_specs())
+    finally:
+        sys.path.remove(str(later))
+
+
+def test_a_directory_changed_just_now_is_not_remembered(tree) -> None:
+    src, home, load = tree
+    (src / "lean_fresh.py").write_text("X = 1\n")  # src was modified a moment ago
+    finder = LeanFinder(str(home / "cache" / leancode.DIR_NAME), packages=None)
+    load("lean_fresh", finder)
+    assert not finder.save_specs()
+    assert not os.path.exists(finder.specs_path)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other format", "not a dict", "others may write"])
+def test_a_damaged_or_foreign_locations_file_is_ignored(tree, damage: str) -> None:
+    src, home, load = tree
+    (src / "lean_spec_damaged.py").write_text("X = 1\n")
+    _settle(src)
+    root = str(home / "cache" / leancode.DIR_NAME)
+    first = LeanFinder(root, packages=None)
+    load("lean_spec_damaged", first)
+    assert first.save_specs()
+    path = Path(first.specs_path)
+    head = leancode._SPECS_FORMAT + importlib.util.MAGIC_NUMBER
+    if damage == "garbage":
+        path.write_bytes(head + b"\xff\x00 not marshal")
+    elif damage == "other format":
+        path.write_bytes(b"fermix-module-specs-0\n" + path.read_bytes()[len(head) - 4 :])
+    elif damage == "not a dict":
+        import marshal
+
+        path.write_bytes(head + marshal.dumps(["lean_spec_damaged"]))
+    else:
+        path.chmod(0o666)
+    second = LeanFinder(root, packages=None)
+    module, _ = load("lean_spec_damaged", second)
+    assert module.X == 1 and second.located == 0
+
+
+def test_invalidate_caches_looks_at_the_directories_again(tree) -> None:
+    src, home, load = tree
+    (src / "lean_invalidated.py").write_text("WHERE = 'first'\n")
+    _settle(src)
+    root = str(home / "cache" / leancode.DIR_NAME)
+    first = LeanFinder(root, packages=None)
+    load("lean_invalidated", first)
+    assert first.save_specs()
+    second = LeanFinder(root, packages=None)
+    assert load("lean_invalidated", second)[0].WHERE == "first" and second.located == 1
+    (src / "lean_invalidated.py").unlink()
+    (src / "lean_invalidated").mkdir()
+    (src / "lean_invalidated" / "__init__.py").write_text("WHERE = 'package'\n")
+    second.install()
+    try:
+        importlib.invalidate_caches()  # what the fixture's load also calls
+    finally:
+        second.uninstall()
+    assert second._mtimes == {}
+    assert load("lean_invalidated", second)[0].WHERE == "package"

@@ -394,7 +394,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
     def __init__(
         self,
         *,
-        ssl_context: ssl.SSLContext,
+        ssl_context: Any,
         fallback: httpx.AsyncBaseTransport,
         max_connections: int = 100,
         keepalive_expiry: float | None = 15.0,
@@ -523,6 +523,9 @@ class Http1Transport(httpx.AsyncBaseTransport):
         scheme, host, port = origin
         connection = _Connection(self, origin)
         tls = scheme == "https"
+        context = self.ssl_context
+        if tls and not isinstance(context, ssl.SSLContext):
+            context = context.context  # a LazyTrustContext: built for the first TLS connection
         sni = request.extensions.get("sni_hostname") or host
         try:
             await asyncio.wait_for(
@@ -530,7 +533,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
                     lambda: connection,
                     host,
                     port,
-                    ssl=self.ssl_context if tls else None,
+                    ssl=context if tls else None,
                     server_hostname=sni if tls else None,
                 ),
                 timeouts.get("connect"),

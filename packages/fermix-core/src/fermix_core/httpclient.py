@@ -98,15 +98,17 @@ class DeferredTrustContext(ssl.SSLContext):
 
 
 class LazyTrustContext:
-    """The pool's TLS context until a TLS connection needs one: a
+    """The runtime client's TLS context until a TLS connection needs one: a
     :class:`DeferredTrustContext` built on first use, once, and shared from then on.
 
     Merely creating an ``ssl.SSLContext`` (OpenSSL's ``SSL_CTX_new`` and the cipher and
     group tables behind it) adds about 0.45 MiB to a process, which a one-off ``fermix
-    ask`` to a model on ``http://`` never needs. httpcore asks the pool's context for
-    nothing before a TLS connection opens; then it sets the ALPN protocols on it and hands
-    it to the network stream's ``start_tls``, where :func:`_network_backend`'s stream
-    passes on :attr:`context` instead. Any other attribute is the built context's.
+    ask`` to a model on ``http://`` never needs. The lean transport
+    (:class:`fermix_core.http1.Http1Transport`) takes :attr:`context` when it opens a TLS
+    connection. httpcore asks the pool's context for nothing before a TLS connection
+    opens; then it sets the ALPN protocols on it and hands it to the network stream's
+    ``start_tls``, where :func:`_network_backend`'s stream passes on :attr:`context`
+    instead. Any other attribute is the built context's.
     """
 
     def __init__(self, *, trust_env: bool = True) -> None:
@@ -443,8 +445,8 @@ def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
     pooled_only = "transport" not in kwargs and not _TRANSPORT_OPTIONS & kwargs.keys()
     if verify is None:
         trust_env = kwargs.get("trust_env", True)
-        if pooled_only and not lean and not {"proxy", "mounts"} & kwargs.keys():
-            # Only the pooled transport (whose streams unwrap it) ever sees this context:
+        if pooled_only and not {"proxy", "mounts"} & kwargs.keys():
+            # Only our transports (whose connections unwrap it) ever see this context:
             # httpx reads ``verify`` only to build transports of its own (proxies, mounts).
             verify = LazyTrustContext(trust_env=trust_env)
         else:
@@ -461,7 +463,7 @@ def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
             from fermix_core.http1 import Http1Transport
 
             context = verify
-            if not isinstance(context, ssl.SSLContext):
+            if not isinstance(context, (ssl.SSLContext, LazyTrustContext)):
                 context = httpx.create_ssl_context(verify=verify, trust_env=trust_env)
             kwargs["transport"] = Http1Transport(
                 ssl_context=context,

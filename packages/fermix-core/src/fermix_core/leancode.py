@@ -32,6 +32,15 @@ again from the module's ordinary bytecode. Nothing is written before the home ex
 when ``sys.dont_write_bytecode`` is set; a module with no lean file is then loaded as
 usual, since making its lean code costs more than it saves when nothing keeps it.
 
+Where a module is, too, is remembered between processes (``module-specs.<tag>.bin`` in the
+same directory): finding ~400 modules through the path finder — a directory listing and a
+path hook for every package, a probe for each file suffix in each ``sys.path`` entry — cost
+about a twentieth of a cold ask. A remembered location is used only while every directory
+the path finder would have searched up to it still has the modification time it had (a
+file added, removed or renamed in any of them changes it), and only for modules this
+finder serves; a directory changed in the last few seconds is not remembered, since a file
+added within the file system's timestamp granularity could leave its time as it was.
+
 The rule for finding a docstring is the compiler's own in CPython 3.11 (the first
 constant of a function's code object is its docstring or ``None``; comprehension and
 lambda code objects hold none); on another interpreter the finder is not installed.
@@ -43,9 +52,11 @@ from __future__ import annotations
 # ``typing`` here would load them before the finder is in place, with their docstrings.
 import _frozen_importlib as _bootstrap  # type: ignore[import-not-found]
 import _frozen_importlib_external as _bootstrap_external  # type: ignore[import-not-found]
+import marshal
 import os
 import stat
 import sys
+import time
 
 PathFinder = _bootstrap_external.PathFinder
 SourceFileLoader = _bootstrap_external.SourceFileLoader
@@ -95,6 +106,11 @@ LEAN_PACKAGES = frozenset(
 #: environment) is not the standard library.
 _STDLIB = os.path.dirname(os.__file__) + os.sep
 _SITE_DIRS = ("site-packages", "dist-packages")
+
+#: The remembered module locations: the format, then this interpreter's magic number.
+_SPECS_FORMAT = b"fermix-module-specs-1\n"
+#: More remembered locations than this and only this process's are kept.
+MAX_SPECS = 4000
 
 _CODE_TYPE = type((lambda: None).__code__)  # not compile(): it would set up the parser
 _FUNCTION_FLAGS = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: functions, not class bodies
@@ -221,6 +237,10 @@ class LeanFinder:
     """A :data:`sys.meta_path` finder placed before :class:`~importlib.machinery.PathFinder`:
     its specs are the path finder's, with a :class:`LeanLoader` for source modules."""
 
+    #: A directory modified less than this long ago (ns) is not trusted to show the next
+    #: change in its modification time, so what was found in it is not remembered.
+    RECENT_NS = 3_000_000_000
+
     def __init__(
         self, root: str, *, write: bool = True, packages: frozenset[str] | None = LEAN_PACKAGES
     ) -> None:
@@ -231,8 +251,32 @@ class LeanFinder:
         self.tag = sys.implementation.cache_tag
         self.hits = 0
         self.written = 0
+        self.specs_path = os.path.join(root, f"module-specs.{self.tag}.bin")
+        #: (name, search path) -> (origin, is a package, ((directory, mtime_ns or -1), …)).
+        self._specs: dict[Any, Any] | None = None
+        self._found: dict[Any, Any] = {}
+        self._stale: set[Any] = set()
+        #: Modules located from what an earlier process remembered.
+        self.located = 0
+        #: Directories' modification times as first seen by this process (the import
+        #: system's own caches assume a directory does not change under a running import
+        #: either; :meth:`invalidate_caches` forgets them).
+        self._mtimes: dict[str, int] = {}
+
+    def invalidate_caches(self) -> None:
+        """``importlib.invalidate_caches()``: look at the directories again."""
+        self._mtimes.clear()
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        key = (name, tuple(sys.path if path is None else path))
+        if target is None:
+            specs = self._specs if self._specs is not None else self._load_specs()
+            known = specs.get(key)
+            if known is not None:
+                spec = self._located(name, known)
+                if spec is not None:
+                    return spec
+                self._stale.add(key)
         spec = PathFinder.find_spec(name, path, target)
         if spec is None or type(spec.loader) is not SourceFileLoader or not spec.origin:
             return spec
@@ -240,7 +284,87 @@ class LeanFinder:
             return spec
         spec.cached = self.cache_path(spec.origin)
         spec.loader = LeanLoader(spec.loader.name, spec.loader.path, self, spec.cached)
+        self._remember(key, spec)
         return spec
+
+    def _located(self, name: str, known: Any) -> Any:
+        """The spec the path finder would give for a remembered location, or ``None`` when
+        a directory it searched has changed since."""
+        origin, package, checks = known
+        seen = self._mtimes
+        for directory, mtime in checks:
+            now = seen.get(directory)
+            if now is None:
+                try:
+                    now = os.stat(directory).st_mtime_ns
+                except OSError:
+                    now = -1
+                seen[directory] = now
+            if now != mtime:
+                return None
+        lean_path = self.cache_path(origin)
+        spec = _bootstrap_external.spec_from_file_location(
+            name,
+            origin,
+            loader=LeanLoader(name, origin, self, lean_path),
+            submodule_search_locations=[os.path.dirname(origin)] if package else None,
+        )
+        spec.cached = lean_path
+        self.located += 1
+        return spec
+
+    def _remember(self, key: Any, spec: Any) -> None:
+        """Keep where *spec* was found with the directories searched to find it: every entry
+        of the search path up to the one that holds it (which must be absolute)."""
+        if not self.writable:
+            return
+        origin = spec.origin
+        package = spec.submodule_search_locations is not None
+        holder = os.path.dirname(os.path.dirname(origin) if package else origin)
+        checks = []
+        recent = time.time_ns() - self.RECENT_NS
+        for entry in key[1]:
+            if not isinstance(entry, str) or not os.path.isabs(entry):
+                return  # the working directory, or not a path: depends on more than files
+            try:
+                mtime = os.stat(entry).st_mtime_ns
+            except OSError:
+                mtime = -1
+            if mtime > recent:
+                return
+            checks.append((entry, mtime))
+            if entry.rstrip(os.sep) == holder:
+                self._found[key] = (origin, package, tuple(checks))
+                return
+
+    def _load_specs(self) -> dict[Any, Any]:
+        specs: Any = {}
+        data = self.read(self.specs_path)
+        head = _SPECS_FORMAT + _bootstrap_external.MAGIC_NUMBER
+        if data is not None and data.startswith(head):
+            try:
+                specs = marshal.loads(memoryview(data)[len(head) :])  # noqa: S302
+            except (EOFError, ValueError, TypeError):
+                specs = {}
+        self._specs = specs if type(specs) is dict else {}
+        return self._specs
+
+    def save_specs(self) -> bool:
+        """Write what this process found and forget what it found changed (never raising);
+        ``True`` when the file was written."""
+        if not (self._found or self._stale) or not self.writable:
+            return False
+        specs = dict(self._specs if self._specs is not None else self._load_specs())
+        for key in self._stale:
+            specs.pop(key, None)
+        specs.update(self._found)
+        if len(specs) > MAX_SPECS:
+            specs = dict(self._found)
+        head = _SPECS_FORMAT + _bootstrap_external.MAGIC_NUMBER
+        if not self.store(self.specs_path, head + marshal.dumps(specs), count=False):
+            return False
+        self._specs, self._found, self._stale = specs, {}, set()
+        return True
 
     def serves(self, name: str, origin: str) -> bool:
         """Whether module *name*, loaded from *origin*, gets lean code: a module of the
@@ -281,18 +405,19 @@ class LeanFinder:
         no write of this process failed (a read-only home)."""
         return self.write and not sys.dont_write_bytecode
 
-    def store(self, path: str, data: bytes) -> None:
+    def store(self, path: str, data: bytes, *, count: bool = True) -> bool:
         """Write *data* to *path* atomically (as ``__pycache__`` files are), never raising;
         after a failed write, stop writing (and making lean code) for this process."""
         if not self.writable:
-            return
+            return False
         try:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             _bootstrap_external._write_atomic(path, data, 0o600)
         except OSError:
             self.write = False
-            return
-        self.written += 1
+            return False
+        self.written += count
+        return True
 
     def install(self) -> LeanFinder:
         """Go in front of the path finder in :data:`sys.meta_path` (once)."""

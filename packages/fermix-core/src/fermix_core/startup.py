@@ -92,6 +92,7 @@ def keep_docstrings() -> None:
     """Load the modules imported from now on with their docstrings (typer's help texts)."""
     if _state is not None and _state["lean"] is not None:
         _state["lean"].uninstall()
+        _state["lean"].save_specs()
         _state["lean"] = None
 
 
@@ -131,6 +132,7 @@ def end() -> None:
     _state = None
     if lean is not None:
         lean.uninstall()
+        lean.save_specs()
     if finder is not None and finder in sys.meta_path:
         sys.meta_path.remove(finder)
     if cache is not None:
