@@ -74,6 +74,9 @@ NOT_NEEDED = (
     "fermix_core.sandbox.approval",
     "fermix_core.sandbox.grants",  # the /confirm store is made by the first grant proposal
     "fermix_core.agent.delegation",  # the delegator is built by the first sub-agent call
+    "fermix_core.memory.review",  # the reviewer is made when a review is due (the first
+    "fermix_core.memory.profiles",  # run's failed: the second one's gate is closed)
+    "fermix_core.memory.scope",
     "fermix_core.daemon",  # no socket, no client
     "fermix_core.setup",  # setup steps: only `fermix setup` reads them
     "fermix_core.setup_secrets",

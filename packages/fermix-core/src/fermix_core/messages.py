@@ -165,12 +165,12 @@ def coerce_parts(value: Any) -> Any:
     elif value is None:
         return []
     if isinstance(value, str):
-        return [TextPart(text=value)] if value else []
+        return [text_part(value)] if value else []
     if isinstance(value, TextPart | ImagePart | dict):
         return [value]
     if isinstance(value, Iterable) and not isinstance(value, bytes | bytearray):
         return [
-            TextPart(text=item) if isinstance(item, str) else item
+            text_part(item) if isinstance(item, str) else item
             for item in value
             if not (isinstance(item, str) and not item)
         ]

@@ -248,7 +248,7 @@ class FermixService:
             await anyio.to_thread.run_sync(runner.services.__getitem__, "sandbox")
         from fermix_core.memory.history_index import HistoryIndexer
         from fermix_core.memory.plugin import open_backend
-        from fermix_core.memory.review import MemoryReviewer
+        from fermix_core.memory.review_gate import ReviewOnDemand, review_state_path
 
         memory = await open_backend(runtime.home, config, registry)
         service._closers.append(memory.aclose)
@@ -256,14 +256,22 @@ class FermixService:
         service.history_index = HistoryIndexer(memory)
         service._closers.append(service.history_index.flush)
         runner.on_reply.append(service.history_index.note_reply)
-        if caller is not None:
-            reviewer = MemoryReviewer.from_config(
-                memory, caller, runtime.home, config, emit=runtime.emit
+        review = config.core.fermix_core.memory
+        if caller is not None and review.review_enabled:
+
+            def reviewer() -> Any:
+                # Made when a review is due (about once a day), not by every service.
+                from fermix_core.memory.review import MemoryReviewer
+
+                return MemoryReviewer.from_config(
+                    memory, caller, runtime.home, config, emit=runtime.emit
+                )
+
+            gate = ReviewOnDemand(
+                reviewer, review_state_path(runtime.home), review.review_interval_hours * 3600.0
             )
-            if reviewer.enabled:
-                hook = reviewer.review_after_reply
-                runner.post_reply_hooks.append(hook)
-                runner.post_reply_wanted[hook] = reviewer.may_be_due
+            runner.post_reply_hooks.append(gate.review_after_reply)
+            runner.post_reply_wanted[gate.review_after_reply] = gate.may_be_due
         runner.services["memory"] = memory
 
         def confirmations() -> Any:

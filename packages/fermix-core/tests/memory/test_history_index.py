@@ -201,7 +201,7 @@ async def test_a_reply_while_the_review_gate_is_known_closed_starts_no_post_repl
         runner = fx.service.runner
         (hook,) = runner.post_reply_hooks
         reviewer = hook.__self__
-        reviewer.directory.mkdir(parents=True, exist_ok=True)
+        reviewer.state_path.parent.mkdir(parents=True, exist_ok=True)
         ReviewState(last_run=time.time(), last_success=time.time()).save(reviewer.state_path)
         ran: list[int] = []
 

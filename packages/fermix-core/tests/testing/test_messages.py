@@ -322,3 +322,23 @@ def test_has_images_on_one_part_and_many() -> None:
     assert not Message.user().has_images
     tool = Message.tool(ToolResult(call_id="c1", name="x", content=[image]))
     assert tool.has_images
+
+
+def test_module_constants_made_without_validation_equal_validated_ones() -> None:
+    """Constants made at import without a validation round (so importing builds no
+    validator) are the objects validation would make: equal, same fields set, same hash
+    and JSON."""
+    from fermix_core.agent import loop
+    from fermix_core.memory import scope
+    from fermix_core.memory.backend import MemoryFilter
+    from fermix_core.messages import TextPart, Usage
+
+    pairs = [
+        (loop._NO_OUTPUT, TextPart(text="(the tool returned no output)")),
+        (loop._NO_USAGE, Usage()),
+        (scope._NOTHING, MemoryFilter(empty=True)),
+    ]
+    for made, validated in pairs:
+        assert made == validated and hash(made) == hash(validated)
+        assert made.model_fields_set == validated.model_fields_set
+        assert made.model_dump_json() == validated.model_dump_json()

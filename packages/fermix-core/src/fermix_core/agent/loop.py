@@ -48,6 +48,7 @@ from fermix_core.messages import (
     Turn,
     Usage,
     built_instance,
+    text_part,
 )
 from fermix_core.provider import ChatRequest, EventCallback, ProviderError
 from fermix_core.specs import REASONING_EFFORTS, PolicyClass
@@ -133,10 +134,11 @@ class _Dispatch:
     refusal: str | None = None
 
 
-#: What the model reads for a tool that answered with no content at all.
-_NO_OUTPUT = TextPart(text="(the tool returned no output)")
+#: What the model reads for a tool that answered with no content at all. (Both made without
+#: a validation round: validating would build the models' validators at import.)
+_NO_OUTPUT = text_part("(the tool returned no output)")
 #: A run's usage before its first call (frozen, so one instance serves every run).
-_NO_USAGE = Usage()
+_NO_USAGE = Usage.model_construct()
 
 
 @dataclass

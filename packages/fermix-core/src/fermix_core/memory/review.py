@@ -25,6 +25,7 @@ waiting.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -37,7 +38,6 @@ from typing import Any, Literal
 import anyio
 from pydantic import TypeAdapter, ValidationError
 
-from fermix_core.fsutil import atomic_write
 from fermix_core.memory.backend import (
     AddOp,
     ArchiveOp,
@@ -52,6 +52,7 @@ from fermix_core.memory.backend import (
 from fermix_core.memory.directives import directive_problem
 from fermix_core.memory.fence import InjectionFlag, fence_memory
 from fermix_core.memory.profiles import OwnerProfile, rebuild_profiles
+from fermix_core.memory.review_gate import ReviewState, next_due, review_state_path
 from fermix_core.memory.scope import OWNER_SPEAKERS
 
 __all__ = [
@@ -99,48 +100,17 @@ No change is {"operations": []}.
 """
 
 MAX_FACT_CHARS = 500
-_OPS = TypeAdapter(MemoryOp)
 
 
-def review_state_path(home: Any, agent_id: str = "main") -> Path:
-    """Where the review state of *agent_id* lives under FERMIX_HOME."""
-    return Path(getattr(home, "path", home)) / "memory" / agent_id / ".review.json"
+@functools.cache
+def _operations() -> TypeAdapter[MemoryOp]:
+    """The operations' validator, built when a review answer first needs it: the module is
+    imported by every service (the post-reply gate), a review runs once a day."""
+    return TypeAdapter(MemoryOp)
 
 
 class ReviewError(RuntimeError):
     """A review could not finish; the message says why (and never carries secrets)."""
-
-
-@dataclass
-class ReviewState:
-    """What the reviewer remembers between runs (``memory/<agent>/.review.json``)."""
-
-    last_run: float | None = None
-    last_success: float | None = None
-    #: Id of the newest owner message already reviewed.
-    watermark: int = 0
-    failures: int = 0
-    backoff_until: float | None = None
-    last_error: str | None = None
-
-    @classmethod
-    def load(cls, path: Path) -> ReviewState:
-        try:
-            data = json.loads(path.read_text("utf-8"))
-            fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-            state = cls(**fields)
-            state.watermark = int(state.watermark)
-            state.failures = int(state.failures)
-            return state
-        except FileNotFoundError:
-            return cls()
-        except (OSError, ValueError, TypeError) as exc:
-            # A damaged state file costs at most one early review, never a crash.
-            log.warning("ignoring unreadable review state %s (%s)", path, type(exc).__name__)
-            return cls()
-
-    def save(self, path: Path) -> None:
-        atomic_write(path, json.dumps(asdict(self), indent=2) + "\n")
 
 
 @dataclass
@@ -190,7 +160,7 @@ def parse_operations(text: str) -> tuple[list[AddOp | ReplaceOp | ArchiveOp], li
     rejected: list[str] = []
     for index, item in enumerate(items):
         try:
-            ops.append(_OPS.validate_python(item))
+            ops.append(_operations().validate_python(item))
         except ValidationError as exc:
             first = exc.errors(include_url=False, include_input=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or "operation"
@@ -312,13 +282,7 @@ class MemoryReviewer:
 
     def next_due(self, state: ReviewState) -> float | None:
         """When the gate next opens (epoch seconds); ``None`` means now."""
-        times = []
-        if state.last_success is not None:
-            times.append(state.last_success + self.interval)
-        if state.backoff_until is not None:
-            times.append(state.backoff_until)
-        due = max(times) if times else None
-        return due if due is not None and due > self.clock() else None
+        return next_due(state, self.interval, self.clock())
 
     def _backoff(self, failures: int) -> float:
         return min(self.backoff_base * (2 ** max(failures - 1, 0)), self.backoff_max)

@@ -42,7 +42,8 @@ SCOPES: tuple[str, ...] = ("current", "owner", "all")
 #: Where the runtime puts a scheduled run's job id in ``ToolContext.state``.
 JOB_ID_STATE_KEY = "job_id"
 
-_NOTHING = MemoryFilter(empty=True)
+#: Made without a validation round, which would build the model's validator at import.
+_NOTHING = MemoryFilter.model_construct(empty=True)
 
 
 class MemoryAccessError(ToolError):
