@@ -497,6 +497,44 @@ def test_a_process_reads_only_the_entries_it_uses(tmp_path: Path, monkeypatch) -
     assert box("a") < box("b")
 
 
+def test_a_small_file_is_read_once_and_dropped_when_released(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first lookup reads the whole file (one read, not one per item); after
+    ``release()`` (the runtime is up) the bytes are gone and items are read as asked. A
+    file over :data:`READ_WHOLE_BYTES` is never read whole."""
+    home = _home(tmp_path)
+    path = _valid_file(home)
+    reads: list[tuple[int, int]] = []
+    original = os.pread
+    monkeypatch.setattr(
+        codecache.os,
+        "pread",
+        lambda fd, n, offset: reads.append((n, offset)) or original(fd, n, offset),
+    )
+    cache = _cache(home).install()
+    try:
+        point, _box = _define()
+        assert cache._whole is not None and len(cache._whole) == path.stat().st_size
+        whole_reads = len(reads)
+        cache.release()
+        assert cache._whole is None
+        box = _box_only()
+    finally:
+        cache.uninstall()
+    assert reads[whole_reads - 1] == (path.stat().st_size, 0)
+    assert len(reads) > whole_reads  # after release: one read per item again
+    assert cache.compiled_here == 0
+    assert point(1).y_cc == 2 and box("a") < box("b")
+    monkeypatch.setattr(codecache, "READ_WHOLE_BYTES", 16)
+    big = _cache(home).install()
+    try:
+        _define()
+        assert big._whole is None and big.compiled_here == 0
+    finally:
+        big.uninstall()
+
+
 def test_a_second_use_is_served_again_and_the_file_learns_it(tmp_path: Path) -> None:
     home = _home(tmp_path)
     first = _cache(home).install()

@@ -42,6 +42,11 @@ FILE_NAME = "generated-code.bin"
 #: release's classes pile up otherwise; the runtime needs about a thousand entries).
 MAX_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 6000
+#: A file up to this size is read in one go by the first lookup and kept until
+#: :meth:`GeneratedCodeCache.release` (the runtime is up): a cold ask takes ~1,100 of its
+#: items, each one ``pread`` apart otherwise. Read while the process is small, the buffer is
+#: gone before the process reaches its peak size.
+READ_WHOLE_BYTES = 2 * 1024 * 1024
 #: The modules served from the table, and the built-in each one's calls go through.
 MODULES = {"dataclasses": "exec", "typing": "compile", "collections": "eval"}
 _FORMAT = b"fermix-generated-code-7\n"
@@ -85,6 +90,8 @@ class GeneratedCodeCache:
         #: :class:`_Table` (or ``{}`` without one); ``None`` until read.
         self._index: _Table | dict[bytes, int] | None = None
         self._fd: int | None = None
+        #: The whole file, while it is kept (see :data:`READ_WHOLE_BYTES`).
+        self._whole: memoryview | None = None
         self._repeats: dict[bytes, Any] = {}
         self._used: set[bytes] = set()
         self._new: dict[bytes, Any] = {}
@@ -96,8 +103,9 @@ class GeneratedCodeCache:
 
     # ------------------------------------------------------------------ the file
 
-    def _open(self) -> tuple[int, _Table] | None:
-        """The file's descriptor and index, when it is a usable cache file, else ``None``.
+    def _open(self) -> tuple[int, _Table, int] | None:
+        """The file's descriptor, index and size, when it is a usable cache file, else
+        ``None``.
 
         Usable: a regular file (not followed through a link) of this user that others
         cannot write, no larger than :data:`MAX_BYTES`, with this interpreter's header
@@ -131,14 +139,18 @@ class GeneratedCodeCache:
         except (OSError, EOFError, ValueError, TypeError):
             os.close(fd)
             return None
-        return fd, index
+        return fd, index, info.st_size
 
     def _load(self, where: int) -> Any:
         """The item stored at *where* (see :func:`_where`), or ``None`` when its bytes are
         not a valid item."""
         offset, length = where >> 32, where & _LENGTH_MASK
         try:
-            data = os.pread(self._fd, length, offset)  # type: ignore[arg-type]
+            whole = self._whole
+            if whole is not None:
+                data = whole[offset : offset + length]
+            else:
+                data = os.pread(self._fd, length, offset)  # type: ignore[arg-type]
             value = marshal.loads(data) if len(data) == length else None  # noqa: S302
         except (OSError, EOFError, ValueError, TypeError):
             return None
@@ -148,9 +160,14 @@ class GeneratedCodeCache:
         return value
 
     def _close(self) -> None:
+        self._whole = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def release(self) -> None:
+        """Drop the file's bytes read in one go; later lookups read each item as asked."""
+        self._whole = None
 
     def _read(self) -> dict[bytes, Any]:
         """Every valid item of the file (``{}`` when the file is unusable); an item whose
@@ -158,12 +175,13 @@ class GeneratedCodeCache:
         opened = self._open()
         if opened is None:
             return {}
-        fd, index = opened
+        fd, index, _size = opened
         self._fd, saved = fd, self._fd
+        self._whole, whole = None, self._whole
         try:
             table = {key: self._load(where) for key, where in index.items()}
         finally:
-            self._fd = saved
+            self._fd, self._whole = saved, whole
             os.close(fd)
         return {key: value for key, value in table.items() if value is not None}
 
@@ -172,7 +190,7 @@ class GeneratedCodeCache:
         opened = self._open()
         if opened is None:
             return {}
-        fd, index = opened
+        fd, index, _size = opened
         try:
             return {
                 key: os.pread(fd, where & _LENGTH_MASK, where >> 32) for key, where in index.items()
@@ -189,7 +207,16 @@ class GeneratedCodeCache:
         the file, one this process needs again stays in memory."""
         if self._index is None:
             opened = self._open()
-            self._fd, self._index = opened if opened is not None else (None, {})
+            if opened is None:
+                self._fd, self._index = None, {}
+            else:
+                self._fd, self._index, size = opened
+                if size <= READ_WHOLE_BYTES:
+                    try:
+                        data = os.pread(self._fd, size, 0)
+                    except OSError:
+                        data = b""
+                    self._whole = memoryview(data) if len(data) == size else None
         item = self._repeats.get(key)
         if item is not None:
             self.hits += 1

@@ -118,6 +118,8 @@ def booted() -> None:
     if _state is None or _state["booted"]:
         return
     _state["booted"] = True
+    if _state["cache"] is not None:
+        _state["cache"].release()
     gc.freeze()
     gc.set_threshold(*_state["thresholds"])
 
