@@ -477,15 +477,23 @@ def test_a_directory_changed_just_now_is_not_remembered(tree) -> None:
     assert not os.path.exists(finder.specs_path)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "other format", "not a dict", "others may write"])
-def test_a_damaged_or_foreign_locations_file_is_ignored(tree, damage: str) -> None:
+def _remembered(tree, name: str, source: str) -> tuple[str, LeanFinder]:
+    """Module *name* written to the settled source directory and imported once by a finder
+    that saved where it found it: (the lean root, that finder)."""
     src, home, load = tree
-    (src / "lean_spec_damaged.py").write_text("X = 1\n")
+    (src / f"{name}.py").write_text(source)
     _settle(src)
     root = str(home / "cache" / leancode.DIR_NAME)
     first = LeanFinder(root, packages=None)
-    load("lean_spec_damaged", first)
+    load(name, first)
     assert first.save_specs()
+    return root, first
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other format", "not a dict", "others may write"])
+def test_a_damaged_or_foreign_locations_file_is_ignored(tree, damage: str) -> None:
+    root, first = _remembered(tree, "lean_spec_damaged", "X = 1\n")
+    load = tree[2]
     path = Path(first.specs_path)
     head = leancode._SPECS_FORMAT + importlib.util.MAGIC_NUMBER
     if damage == "garbage":
@@ -504,13 +512,8 @@ def test_a_damaged_or_foreign_locations_file_is_ignored(tree, damage: str) -> No
 
 
 def test_invalidate_caches_looks_at_the_directories_again(tree) -> None:
-    src, home, load = tree
-    (src / "lean_invalidated.py").write_text("WHERE = 'first'\n")
-    _settle(src)
-    root = str(home / "cache" / leancode.DIR_NAME)
-    first = LeanFinder(root, packages=None)
-    load("lean_invalidated", first)
-    assert first.save_specs()
+    src, _home, load = tree
+    root, _first = _remembered(tree, "lean_invalidated", "WHERE = 'first'\n")
     second = LeanFinder(root, packages=None)
     assert load("lean_invalidated", second)[0].WHERE == "first" and second.located == 1
     (src / "lean_invalidated.py").unlink()
