@@ -221,5 +221,5 @@ async def test_a_reply_while_the_review_gate_is_known_closed_starts_no_post_repl
             assert runner.post_reply_pending == 0, "gate known closed: no task was started"
         assert len(ran) == 1
         # Once it may open again the hook runs (and reads the file) as before.
-        reviewer._closed_until = time.time() - 1
+        reviewer.gate.closed_until = time.time() - 1
         assert reviewer.may_be_due()

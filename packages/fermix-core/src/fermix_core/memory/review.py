@@ -52,7 +52,7 @@ from fermix_core.memory.backend import (
 from fermix_core.memory.directives import directive_problem
 from fermix_core.memory.fence import InjectionFlag, fence_memory
 from fermix_core.memory.profiles import OwnerProfile, rebuild_profiles
-from fermix_core.memory.review_gate import ReviewState, next_due, review_state_path
+from fermix_core.memory.review_gate import ReviewGate, ReviewState, next_due, review_state_path
 from fermix_core.memory.scope import OWNER_SPEAKERS
 
 __all__ = [
@@ -252,10 +252,9 @@ class MemoryReviewer:
         self.backoff_max = backoff_max
         self.emit = emit
         self._running = False
-        #: When the gate was last found closed until (epoch seconds): until then a reply
-        #: does not read the state file again. Another process can only move the gate later
-        #: (a review it ran, a failure's backoff), so this never reviews early.
-        self._closed_until: float | None = None
+        #: Until when a reply need not read the state file again (the state is read through
+        #: :meth:`read_state`, looked up at each read).
+        self.gate = ReviewGate(lambda: self.read_state(), self.interval, self.clock)
 
     @classmethod
     def from_config(
@@ -313,8 +312,7 @@ class MemoryReviewer:
         """Whether a review may be due now, without reading anything: ``False`` only while
         the gate is known closed (then :meth:`review_after_reply` would skip). The turn
         runner asks this at each reply, so no post-reply task starts for nothing."""
-        closed = self._closed_until
-        return self.enabled and (closed is None or self.clock() >= closed)
+        return self.enabled and self.gate.may_be_due()
 
     async def review_after_reply(self, conversation_id: int | None = None) -> ReviewOutcome:
         """The turn runner's post-reply hook: review when due; never raises.
@@ -327,11 +325,7 @@ class MemoryReviewer:
                 return ReviewOutcome(
                     "skipped", "review is off ([fermix_core.memory] review_enabled = false)"
                 )
-            closed = self._closed_until
-            if closed is not None and self.clock() < closed:
-                return ReviewOutcome("skipped", "not due yet", next_due=closed)
-            due = self.next_due(self.read_state())
-            self._closed_until = due
+            due = self.gate.next_opening()
             if due is not None:
                 return ReviewOutcome("skipped", "not due yet", next_due=due)
             return await self._guarded("after_reply")
@@ -351,7 +345,7 @@ class MemoryReviewer:
         if self._running:
             return ReviewOutcome("skipped", "a review is already running")
         self._running = True
-        self._closed_until = None  # the run writes a new state: read it next time
+        self.gate.forget()  # the run writes a new state: read it next time
         try:
             with self._exclusive() as mine:
                 if not mine:
@@ -359,7 +353,7 @@ class MemoryReviewer:
                 return await self._run(trigger)
         finally:
             self._running = False
-            self._closed_until = None
+            self.gate.forget()
 
     # ------------------------------------------------------------------ the review
 

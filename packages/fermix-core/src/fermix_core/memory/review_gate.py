@@ -74,6 +74,41 @@ def next_due(state: ReviewState, interval: float, now: float) -> float | None:
     return due if due is not None and due > now else None
 
 
+class ReviewGate:
+    """When the next review may run, read from the review state only while it may be open.
+
+    The state can only move the gate later between two reads (a review another process ran,
+    a failure's backoff), so a gate found closed until some time is not read again before
+    then. Both the reviewer and the service's post-reply hook ask one of these."""
+
+    def __init__(
+        self, read_state: Callable[[], ReviewState], interval: float, clock: Clock = time.time
+    ) -> None:
+        self.read_state = read_state
+        self.interval = interval
+        self.clock = clock
+        #: The gate was last found closed until then (epoch seconds).
+        self.closed_until: float | None = None
+
+    def may_be_due(self) -> bool:
+        """``False`` only while the gate is known closed; reads nothing."""
+        closed = self.closed_until
+        return closed is None or self.clock() >= closed
+
+    def next_opening(self) -> float | None:
+        """When the gate opens (epoch seconds), reading the state unless it is known
+        closed; ``None``: a review is due now."""
+        closed = self.closed_until
+        if closed is not None and self.clock() < closed:
+            return closed
+        self.closed_until = next_due(self.read_state(), self.interval, self.clock())
+        return self.closed_until
+
+    def forget(self) -> None:
+        """A review is writing a new state: read it next time."""
+        self.closed_until = None
+
+
 class ReviewOnDemand:
     """The service's post-reply review hook: checks the gate, makes the reviewer (with
     *make*) the first time the gate is open, and from then on is that reviewer."""
@@ -83,31 +118,22 @@ class ReviewOnDemand:
     ) -> None:
         self._make = make
         self.state_path = state_path
-        self.interval = interval
-        self.clock = clock
+        self.gate = ReviewGate(lambda: ReviewState.load(state_path), interval, clock)
         self.reviewer: Any = None
-        #: As the reviewer's own: the gate was last found closed until then.
-        self._closed_until: float | None = None
 
     def may_be_due(self) -> bool:
         """Whether a review may be due now, without reading anything (the turn runner asks
         at each reply, so no post-reply task starts for nothing)."""
         if self.reviewer is not None:
             return bool(self.reviewer.may_be_due())
-        closed = self._closed_until
-        return closed is None or self.clock() >= closed
+        return self.gate.may_be_due()
 
     async def review_after_reply(self, conversation_id: int | None = None) -> Any:
         """Review when due (through the reviewer); never raises. ``None`` when the gate was
         closed and no reviewer was needed."""
         if self.reviewer is None:
             try:
-                closed = self._closed_until
-                if closed is not None and self.clock() < closed:
-                    return None
-                due = next_due(ReviewState.load(self.state_path), self.interval, self.clock())
-                self._closed_until = due
-                if due is not None:
+                if self.gate.next_opening() is not None:
                     return None
                 self.reviewer = self._make()
             except Exception:  # the delivered reply must never see this
