@@ -145,19 +145,13 @@ class GeneratedCodeCache:
         """The item stored at *where* (see :func:`_where`), or ``None`` when its bytes are
         not a valid item."""
         offset, length = where >> 32, where & _LENGTH_MASK
+        whole = self._whole
+        if whole is not None:
+            return _item(whole[offset : offset + length], length)
         try:
-            whole = self._whole
-            if whole is not None:
-                data = whole[offset : offset + length]
-            else:
-                data = os.pread(self._fd, length, offset)  # type: ignore[arg-type]
-            value = marshal.loads(data) if len(data) == length else None  # noqa: S302
-        except (OSError, EOFError, ValueError, TypeError):
+            return _item(os.pread(self._fd, length, offset), length)  # type: ignore[arg-type]
+        except OSError:
             return None
-        item = value[0] if type(value) is tuple and len(value) == 1 else value
-        if type(item) is not _CODE_TYPE and not _is_sre_arguments(item):
-            return None
-        return value
 
     def _close(self) -> None:
         self._whole = None
@@ -176,14 +170,19 @@ class GeneratedCodeCache:
         if opened is None:
             return {}
         fd, index, _size = opened
-        self._fd, saved = fd, self._fd
-        self._whole, whole = None, self._whole
+        table: dict[bytes, Any] = {}
         try:
-            table = {key: self._load(where) for key, where in index.items()}
+            for key, where in index.items():
+                length = where & _LENGTH_MASK
+                try:
+                    value = _item(os.pread(fd, length, where >> 32), length)
+                except OSError:
+                    continue
+                if value is not None:
+                    table[key] = value
         finally:
-            self._fd, self._whole = saved, whole
             os.close(fd)
-        return {key: value for key, value in table.items() if value is not None}
+        return table
 
     def _raw(self) -> dict[bytes, bytes]:
         """Every item of the file as its stored bytes (``{}`` when the file is unusable)."""
@@ -524,6 +523,20 @@ class _Table:
                 where = self._place(slot)
                 if where is not None:
                     yield key, where
+
+
+def _item(data: bytes | memoryview, length: int) -> Any:
+    """The item in *data* (an entry's *length* stored bytes), or ``None`` when they are
+    short or not a valid item: a code object or ``_sre.compile``'s arguments, or a 1-tuple
+    of one (an item that repeats)."""
+    try:
+        value = marshal.loads(data) if len(data) == length else None  # noqa: S302
+    except (EOFError, ValueError, TypeError):
+        return None
+    item = value[0] if type(value) is tuple and len(value) == 1 else value
+    if type(item) is not _CODE_TYPE and not _is_sre_arguments(item):
+        return None
+    return value
 
 
 def _is_sre_arguments(item: Any) -> bool:
