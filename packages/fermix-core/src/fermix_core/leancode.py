@@ -291,16 +291,8 @@ class LeanFinder:
         """The spec the path finder would give for a remembered location, or ``None`` when
         a directory it searched has changed since."""
         origin, package, checks = known
-        seen = self._mtimes
         for directory, mtime in checks:
-            now = seen.get(directory)
-            if now is None:
-                try:
-                    now = os.stat(directory).st_mtime_ns
-                except OSError:
-                    now = -1
-                seen[directory] = now
-            if now != mtime:
+            if self._mtime(directory) != mtime:
                 return None
         lean_path = self.cache_path(origin)
         spec = _bootstrap_external.spec_from_file_location(
@@ -326,16 +318,24 @@ class LeanFinder:
         for entry in key[1]:
             if not isinstance(entry, str) or not os.path.isabs(entry):
                 return  # the working directory, or not a path: depends on more than files
-            try:
-                mtime = os.stat(entry).st_mtime_ns
-            except OSError:
-                mtime = -1
+            mtime = self._mtime(entry)
             if mtime > recent:
                 return
             checks.append((entry, mtime))
             if entry.rstrip(os.sep) == holder:
                 self._found[key] = (origin, package, tuple(checks))
                 return
+
+    def _mtime(self, path: str) -> int:
+        """*path*'s modification time in ns (``-1``: absent), as first seen by this process."""
+        mtime = self._mtimes.get(path)
+        if mtime is None:
+            try:
+                mtime = os.stat(path).st_mtime_ns
+            except OSError:
+                mtime = -1
+            self._mtimes[path] = mtime
+        return mtime
 
     def _load_specs(self) -> dict[Any, Any]:
         specs: Any = {}
@@ -432,6 +432,11 @@ class LeanFinder:
     def uninstall(self) -> None:
         if self in sys.meta_path:
             sys.meta_path.remove(self)
+
+    def finish(self) -> None:
+        """Step aside and keep where this process found its modules (:meth:`save_specs`)."""
+        self.uninstall()
+        self.save_specs()
 
 
 class LeanLoader(SourceFileLoader):

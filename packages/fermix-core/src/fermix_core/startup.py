@@ -47,8 +47,8 @@ _state: dict[str, Any] | None = None
 
 
 def begin(environ: Any = None) -> None:
-    """Collect only young objects, load modules without docstrings and serve dataclass
-    code from the home's cache."""
+    """Turn the cyclic collector off, load modules without docstrings and serve generated
+    code from the home's cache (until :func:`booted` and :func:`end`)."""
     global _state
     if _state is not None:
         return
@@ -87,8 +87,7 @@ def _lean_code(environ: Any) -> Any:
 def keep_docstrings() -> None:
     """Load the modules imported from now on with their docstrings (typer's help texts)."""
     if _state is not None and _state["lean"] is not None:
-        _state["lean"].uninstall()
-        _state["lean"].save_specs()
+        _state["lean"].finish()
         _state["lean"] = None
 
 
@@ -130,8 +129,7 @@ def end() -> None:
     cache, finder, lean = _state["cache"], _state["finder"], _state["lean"]
     _state = None
     if lean is not None:
-        lean.uninstall()
-        lean.save_specs()
+        lean.finish()
     if finder is not None and finder in sys.meta_path:
         sys.meta_path.remove(finder)
     if cache is not None:
