@@ -43,6 +43,8 @@ from typing import Any
 
 import httpx
 
+from fermix_core.httpclient import real_context
+
 __all__ = ["Http1Transport"]
 
 log = logging.getLogger("fermix.http")
@@ -523,9 +525,8 @@ class Http1Transport(httpx.AsyncBaseTransport):
         scheme, host, port = origin
         connection = _Connection(self, origin)
         tls = scheme == "https"
-        context = self.ssl_context
-        if tls and not isinstance(context, ssl.SSLContext):
-            context = context.context  # a LazyTrustContext: built for the first TLS connection
+        # A LazyTrustContext is built for the first TLS connection.
+        context = real_context(self.ssl_context) if tls else None
         sni = request.extensions.get("sni_hostname") or host
         try:
             await asyncio.wait_for(
@@ -533,7 +534,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
                     lambda: connection,
                     host,
                     port,
-                    ssl=context if tls else None,
+                    ssl=context,
                     server_hostname=sni if tls else None,
                 ),
                 timeouts.get("connect"),

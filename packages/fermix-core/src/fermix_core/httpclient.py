@@ -134,7 +134,8 @@ class LazyTrustContext:
         return getattr(self.context, name)
 
 
-def _real_context(context: Any) -> Any:
+def real_context(context: Any) -> Any:
+    """*context*, or the context a :class:`LazyTrustContext` stands for (built now)."""
     return context.context if isinstance(context, LazyTrustContext) else context
 
 
@@ -196,9 +197,9 @@ def _network_backend() -> Any:
 
         async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
             if args:
-                args = (_real_context(args[0]), *args[1:])
+                args = (real_context(args[0]), *args[1:])
             if "ssl_context" in kwargs:
-                kwargs["ssl_context"] = _real_context(kwargs["ssl_context"])
+                kwargs["ssl_context"] = real_context(kwargs["ssl_context"])
             return Stream(await self._inner.start_tls(*args, **kwargs))
 
         def get_extra_info(self, info: str) -> Any:
