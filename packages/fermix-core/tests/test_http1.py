@@ -5,8 +5,6 @@ answers, TLS, and what it hands on to httpx's own transport."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import httpx
 import pytest
 from fermix_core.http1 import READ_HIGH_WATER, Http1Transport
 from fermix_core.httpclient import runtime_client
+from fermix_core.testing.imports import loaded_after
 
 pytestmark = pytest.mark.anyio
 
@@ -491,12 +490,8 @@ def test_a_lean_client_loads_no_httpcore_until_its_fallback_is_needed() -> None:
     """A one-off ``fermix ask`` builds the lean client and sends one POST: httpcore and h11
     (httpx's own pool) stay unimported."""
     probe = (
-        "import sys, httpx\n"
+        "import httpx\n"
         "from fermix_core.httpclient import runtime_client\n"
         "client = runtime_client(lean=True)\n"
-        "print(sorted(m for m in ('httpcore', 'h11') if m in sys.modules))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    assert loaded_after(probe, ("httpcore", "h11")) == []

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 import types
 
 import pytest
 from fermix_core.hookspecs import hookimpl
 from fermix_core.plugins.host import PluginHost
 from fermix_core.specs import ProviderSpec
+from fermix_core.testing.imports import loaded_after
 from fermix_providers import catalog
 
 NAMES = catalog.FALLBACK_ORDER
@@ -236,19 +235,13 @@ def test_a_clashing_third_party_provider_is_reported_not_silently_kept() -> None
 
 def test_registration_imports_no_http_or_validation_stack() -> None:
     code = (
-        "import sys\n"
         "from fermix_providers import catalog\n"
         "import importlib\n"
         "for module in catalog.PLUGIN_MODULES.values():\n"
         "    importlib.import_module(module)\n"
-        "heavy = sorted(m for m in ('httpx', 'pydantic', 'anyio', 'openai', 'anthropic')"
-        " if m in sys.modules)\n"
-        "print(','.join(heavy))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == ""
+    heavy = ("httpx", "pydantic", "anyio", "openai", "anthropic")
+    assert loaded_after(code, heavy) == []
 
 
 def test_docs_cover_every_provider_model_and_env_var() -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from fermix_core.testing.contracts import ToolContract as ToolContract
     from fermix_core.testing.fakedist import FakeDistribution as FakeDistribution
     from fermix_core.testing.fakedist import fake_distribution as fake_distribution
+    from fermix_core.testing.imports import loaded_after as loaded_after
     from fermix_core.testing.providers import FunctionProvider as FunctionProvider
     from fermix_core.testing.providers import ScriptedProvider as ScriptedProvider
     from fermix_core.testing.providers import ScriptExhausted as ScriptExhausted
@@ -48,6 +49,7 @@ _LAZY = {
     "ToolContract": "contracts",
     "FakeDistribution": "fakedist",
     "fake_distribution": "fakedist",
+    "loaded_after": "imports",
     "FunctionProvider": "providers",
     "ScriptExhausted": "providers",
     "ScriptedProvider": "providers",
