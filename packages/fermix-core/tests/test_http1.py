@@ -11,7 +11,8 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from fermix_core.http1 import READ_HIGH_WATER, Http1Transport
+from fermix_core.http1 import Http1Transport
+from fermix_core.http1wire import READ_HIGH_WATER
 from fermix_core.httpclient import runtime_client
 from fermix_core.testing.imports import loaded_after
 
@@ -351,7 +352,7 @@ async def test_an_expired_or_server_closed_idle_connection_is_not_reused() -> No
     async with server, lean() as client:
         transport = client._transport
         await client.get(f"{server.url}/one")
-        (idle,) = next(iter(transport._idle.values()))
+        (idle,) = next(iter(transport.pool._idle.values()))
         closed = asyncio.Event()
         lost = idle.connection_lost
 
@@ -365,7 +366,7 @@ async def test_an_expired_or_server_closed_idle_connection_is_not_reused() -> No
                 await closed.wait()
         assert transport.open_connections == 0
         await client.get(f"{server.url}/two")
-        transport.keepalive_expiry = 0.0  # every idle connection is expired at once
+        transport.pool.keepalive_expiry = 0.0  # every idle connection is expired at once
         await client.get(f"{server.url}/three")
     assert [n for n, _ in server.seen] == [0, 1, 2]
     assert transport.stale_retries == 0

@@ -18,7 +18,7 @@ from fermix_providers.anthropic.plugin import SPEC
 from fermix_providers.http.base import normalize_base_url, versioned_fallback
 from fermix_providers.openrouter.plugin import SPEC as OPENROUTER
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("both_clients")]
 KEY = "sk-ant-api03-base-url-test"
 ASK = ChatRequest(messages=[Message.user("hi")])
 

@@ -20,7 +20,7 @@ from fermix_core.testing.loopback import LoopbackServer, Reply
 from fermix_providers.http import Timeouts
 from fermix_providers.wires.chat_completions import ChatCompletionsProvider
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("both_clients")]
 
 
 def spec(name: str) -> ProviderSpec:

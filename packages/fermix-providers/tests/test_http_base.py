@@ -11,7 +11,7 @@ from fermix_core.testing.loopback import LoopbackServer, Reply
 from fermix_providers.http import HttpProvider, StreamStats, Timeouts
 from fermix_providers.http.errors import error_from_response, retry_after
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("both_clients")]
 
 SPEC = ProviderSpec(name="acme", factory="x.y:Z", default_model="m1")
 

@@ -6,7 +6,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 
@@ -18,6 +17,9 @@ def atomic_write(path: Path | str, data: str | bytes, *, mode: int = 0o600) -> N
     is renamed over the target. On any failure the temporary file is removed and the
     original is left exactly as it was.
     """
+    import tempfile  # here: it brings shutil, random, bz2 and lzma to a process that may
+    # write nothing (a one-off ask whose caches are current)
+
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data

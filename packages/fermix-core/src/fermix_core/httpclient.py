@@ -475,3 +475,25 @@ def runtime_client(*, lean: bool = False, **kwargs: Any) -> Any:
     if lean:
         return _lean_client_class()(verify=verify, **kwargs)
     return httpx.AsyncClient(verify=verify, **kwargs)
+
+
+#: What the runtime's clients call themselves.
+USER_AGENT = "fermix/0.1"
+
+
+def provider_client() -> Any:
+    """The providers' client of a service: a :class:`fermix_core.directclient.DirectClient`
+    sending their calls on the HTTP/1.1 pool without httpx, with :func:`runtime_client`
+    (lean) built for anything else only when it comes. Both share one
+    :class:`LazyTrustContext`, so the trust store is loaded once, by the first TLS
+    connection of either."""
+    from fermix_core.directclient import DirectClient
+
+    context = LazyTrustContext()
+    return DirectClient(
+        functools.partial(runtime_client, lean=True, verify=context),
+        ssl_context=context,
+        user_agent=USER_AGENT,
+        max_connections=MAX_CONNECTIONS,
+        keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
+    )

@@ -206,8 +206,12 @@ class ProviderSettings:
 
     Factories are called as ``factory(spec, settings)``. ``api_key`` is the resolved secret
     (environment, keyring, command …), never a reference. ``http`` is the runtime's shared
-    ``httpx.AsyncClient`` when there is one; an adapter given ``None`` creates and owns its
-    own. ``auth_store`` is the :class:`~fermix_core.authfile.AuthStore` OAuth modes read
+    client when there is one: a service's is a
+    :class:`~fermix_core.directclient.DirectClient`, which has ``httpx.AsyncClient``'s
+    interface (a plain ``build_request``/``send`` goes straight onto the HTTP/1.1 pool,
+    every other method and option is a real ``httpx.AsyncClient``'s) and raises httpx's
+    exceptions, but is not an instance of it; an adapter given ``None`` creates and owns
+    its own. ``auth_store`` is the :class:`~fermix_core.authfile.AuthStore` OAuth modes read
     tokens from. ``options`` is the provider's own settings: its spec's ``config_model``
     validated against the keys of ``[fermix_core.providers.<name>]`` that core does not own
     (the model's defaults when the block sets none; ``None`` when the spec has no model).

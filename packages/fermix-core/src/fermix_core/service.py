@@ -390,7 +390,7 @@ class FermixService:
     def _build_caller(self) -> tuple[Any, Any]:
         """The main-turn route chain, snapshotted now (restart to apply provider changes)."""
         from fermix_core.authfile import AuthStore
-        from fermix_core.httpclient import runtime_client
+        from fermix_core.httpclient import provider_client
         from fermix_core.routing import RoutingCaller, build_chain, resolve_routes
 
         runtime = self.runtime
@@ -407,9 +407,10 @@ class FermixService:
             log.warning("%s", plan.reason)  # the reason already says "no provider configured"
             return None, lambda model: None
         # One HTTP client per runtime, shared by every adapter; idle keep-alive connections
-        # older than 15 s are discarded at checkout. The lean transport (asyncio protocols,
-        # httptools) carries the calls; httpx's own pool is built only for what it hands on.
-        http = runtime_client(lean=True)
+        # older than 15 s are discarded at checkout. The providers' calls go straight onto
+        # the HTTP/1.1 pool (asyncio protocols, httptools); httpx's client is built only for
+        # anything else (speech to text's uploads).
+        http = provider_client()
         chain = build_chain(
             plan, runtime.registry, emit=runtime.emit, http=http, auth_store=auth_store
         )

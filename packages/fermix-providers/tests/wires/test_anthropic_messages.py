@@ -29,7 +29,7 @@ from fermix_providers.wires.anthropic_messages import (
     usage_from,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("both_clients")]
 
 MODEL = "claude-sonnet-4-6"
 KEY = "sk-ant-api03-wire-test-secret"

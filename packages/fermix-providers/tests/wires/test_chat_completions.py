@@ -27,7 +27,7 @@ from fermix_providers.wires.chat_completions import (
     parse_usage,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("both_clients")]
 
 SECRET = "sk-gateway-secret-123"
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452")

@@ -19,7 +19,7 @@ from fermix_core.testing.loopback import LoopbackServer, Reply
 from fermix_providers.http import Timeouts
 from fermix_providers.wires.responses import ResponsesProvider
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("both_clients")]
 
 SECRET = "sk-wire-secret-123"
 SPEC = ProviderSpec(

@@ -13,18 +13,29 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from fermix_core.provider import ErrorKind, Provider, ProviderError, ProviderSettings
 from fermix_core.specs import ModelInfo, ProviderSpec
 
 from fermix_providers.http.errors import error_from_exception, error_from_response
 from fermix_providers.http.sse import SSEEvent, StreamStats, iter_sse
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import httpx
+
 KEEPALIVE_EXPIRY_SECONDS = 15.0
 USER_AGENT = "fermix/0.1"
+
+
+def _httpx() -> Any:
+    """httpx, for the ``except`` clauses: evaluated only when a call raised, so the
+    service's providers' client (:class:`fermix_core.directclient.DirectClient`, which
+    raises httpx's exceptions) never makes a one-off ask import it."""
+    import httpx
+
+    return httpx
 
 
 @dataclass(frozen=True)
@@ -38,7 +49,12 @@ class Timeouts:
     pool: float = 10.0
 
     def httpx(self) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+        return _httpx().Timeout(self.phases())
+
+    def phases(self) -> tuple[float, float, float, float]:
+        """``(connect, read, write, pool)``: a ``timeout=`` both httpx and the direct client
+        read."""
+        return (self.connect, self.read, self.write, self.pool)
 
 
 _VERSION = re.compile(r"/v\d+$")
@@ -79,11 +95,18 @@ def versioned_fallback(base: str, default: str | None) -> str | None:
 
 def new_client() -> httpx.AsyncClient:
     """A client with the spec's keep-alive policy; the runtime shares one across adapters."""
+    httpx = _httpx()
     return httpx.AsyncClient(
         limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS),
         headers={"user-agent": USER_AGENT},
         follow_redirects=False,
     )
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    """Failures of a connection found closed: sent once more if no response byte came."""
+    httpx = _httpx()
+    return (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 class HttpProvider(Provider):
@@ -189,7 +212,7 @@ class HttpProvider(Provider):
         try:
             async for event in iter_sse(response.aiter_raw(), stats):
                 yield event
-        except httpx.HTTPError as exc:
+        except _httpx().HTTPError as exc:
             raise error_from_exception(
                 self.name,
                 exc,
@@ -225,11 +248,11 @@ class HttpProvider(Provider):
         attempts = 2  # a connection found closed before any response data: one retry
         for attempt in range(attempts):
             request = self.client.build_request(
-                method, url, content=content, headers=self.headers(), timeout=self.timeouts.httpx()
+                method, url, content=content, headers=self.headers(), timeout=self.timeouts.phases()
             )
             try:
                 return await self.client.send(request, stream=stream)
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            except _retryable() as exc:
                 if attempt + 1 < attempts and stats.chunks == 0:
                     continue
                 raise error_from_exception(
@@ -239,7 +262,7 @@ class HttpProvider(Provider):
                     counts_chunks=self.counts_chunks and stream,
                     url=self._shown_url(path),
                 ) from exc
-            except httpx.HTTPError as exc:
+            except _httpx().HTTPError as exc:
                 raise error_from_exception(
                     self.name,
                     exc,

@@ -7,17 +7,18 @@ provider's words, not as a Fermix defect) and never include headers or request b
 
 from __future__ import annotations
 
-import email.utils
 import errno
 import json
 import re
 import socket
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from fermix_core.provider import ErrorKind, ProviderError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import httpx
 
 _CONTEXT = re.compile(
     r"context[_ ]length|context window|maximum context|too many tokens|prompt is too long|"
@@ -88,6 +89,8 @@ def retry_after(headers: Mapping[str, str], body: str, *, now: float | None = No
         try:
             return max(0.0, float(value))
         except ValueError:
+            import email.utils  # an HTTP date: rare, and the email package is large
+
             parsed = email.utils.parsedate_to_datetime(value) if value else None
             if parsed is not None:
                 return max(0.0, parsed.timestamp() - now)
@@ -227,6 +230,8 @@ def error_from_exception(
     *url* (the endpoint tried) goes into the connection messages: a wrong base_url is the
     usual reason a provider cannot be reached.
     """
+    import httpx  # loaded already: the exception is one of its own
+
     pre = counts_chunks and chunks_seen == 0
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     at = f" at {url}" if url else ""
