@@ -53,7 +53,7 @@ def test_meta_distribution_is_fermix_agent_and_brings_the_tools() -> None:
     deps = [re.split(r"[<>=\[ ]", d, maxsplit=1)[0] for d in project["dependencies"]]
     assert {"fermix-core", "fermix-tools"} <= set(deps)
     # `uv tool install` only links a distribution's own executables.
-    assert project["scripts"]["fermix"] == "fermix_core.cli.entry:main"
+    assert project["scripts"]["fermix"] == "fermix_core.cli.entry:console"
 
 
 def test_config_hint_names_the_meta_distribution() -> None:
