@@ -121,23 +121,13 @@ def _entry(value) -> bytes:
 
 
 _CODE = compile("1", "<s>", "exec")
-_GOOD = codecache._pack({b"k" * 16: _entry(_CODE)})
+_KEY = (0, "exec", "1")
+_GOOD = codecache._pack({_KEY: _entry(_CODE)})
 _START = len(codecache._header()) + 8
 
 
 def _with_index(raw: bytes) -> bytes:
     return codecache._header() + len(raw).to_bytes(8, "little") + raw + _entry(_CODE)
-
-
-def _slots(places: list[int], slots: int = 8) -> bytes:
-    """An index of *slots* slots whose first ones hold keys with these places."""
-    keys = b"".join(bytes([i + 1]) * 16 for i in range(len(places)))
-    keys += bytes(16 * (slots - len(places)))
-    wheres = b"".join(p.to_bytes(8, "little") for p in places) + bytes(8 * (slots - len(places)))
-    return keys + wheres
-
-
-_ITEM = _START + 8 * 24  # where the item of an 8-slot index starts
 
 
 @pytest.mark.parametrize(
@@ -147,31 +137,12 @@ _ITEM = _START + 8 * 24  # where the item of an 8-slot index starts
         b"not a cache at all",
         codecache._FORMAT + b"\x00\x00\r\n" + _GOOD[len(codecache._header()) :],  # magic
         codecache._header() + b"\xff" * 8 + b"garbage",  # an index larger than the file
-        _GOOD[:-3],  # truncated: the item runs past the end
-        _with_index(marshal.dumps({b"k" * 16: _ITEM})),  # format 6's marshalled dict
-        _with_index(b"\x01" * 24 * 3),  # three slots: not a power of two
-        _with_index(_slots([codecache._where(10**9, 5)])),  # an item outside the file
-        _with_index(_slots([codecache._where(0, 5)])),  # an item inside the header
-        _with_index(_slots([codecache._where(_ITEM, 0)])),  # an empty item
-        _with_index(_slots([codecache._where(_ITEM, 5)] * 8)),  # no free slot
-        codecache._pack({b"k" * 16: _entry("not code")}),  # a valid index, an invalid item
-        codecache._header() + marshal.dumps({b"k" * 16: _CODE}),  # the previous format
+        _with_index(b"\x01" * 24),  # an index that does not unmarshal
+        _with_index(marshal.dumps([(_KEY, 0)])),  # an index that is not a dictionary
+        _with_index(bytes(16) * 8 + bytes(8) * 8),  # format 7's slot table
+        codecache._header() + marshal.dumps({b"k" * 16: _CODE}),  # an older format
     ],
-    ids=[
-        "empty",
-        "text",
-        "foreign-magic",
-        "garbage",
-        "truncated",
-        "dict",
-        "three-slots",
-        "outside",
-        "in-header",
-        "zero-length",
-        "full",
-        "value",
-        "old-format",
-    ],
+    ids=["empty", "text", "foreign-magic", "garbage", "not-marshal", "list", "slots", "old"],
 )
 def test_an_unusable_file_counts_as_empty_and_is_rewritten(tmp_path: Path, payload: bytes) -> None:
     home = _home(tmp_path)
@@ -186,6 +157,48 @@ def test_an_unusable_file_counts_as_empty_and_is_rewritten(tmp_path: Path, paylo
     assert cache.save()
     assert path.read_bytes().startswith(codecache._header())
     assert len(_cache(home)._read()) == compiled
+
+
+def _reindexed(data: bytes, place) -> bytes:
+    """*data* (a valid file) with every entry's place replaced by ``place(where, size)``."""
+    size = int.from_bytes(data[len(codecache._header()) : _START], "little")
+    index = marshal.loads(data[_START : _START + size])  # noqa: S302
+    items = data[_START + size :]
+    raw = marshal.dumps({key: place(where, len(items)) for key, where in index.items()})
+    return codecache._header() + len(raw).to_bytes(8, "little") + raw + items
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        lambda where, size: codecache._where(size, 5),  # past the last item
+        lambda where, size: codecache._where(0, size + 1),  # runs past the end
+        lambda where, size: where & ~codecache._LENGTH_MASK,  # an empty item
+        lambda where, size: -1,  # negative
+        lambda where, size: str(where),  # not a number
+        lambda where, size: codecache._where(1, (where & codecache._LENGTH_MASK)),  # shifted
+    ],
+    ids=["outside", "overrun", "zero-length", "negative", "not-int", "misaligned"],
+)
+def test_damaged_places_count_as_absent(tmp_path: Path, place) -> None:
+    """Every entry of a real file pointed somewhere wrong: no lookup is served from it,
+    every class still works, and the next save writes a good file again."""
+    home = _home(tmp_path)
+    path = _valid_file(home)
+    path.write_bytes(_reindexed(path.read_bytes(), place))
+    cache = _cache(home).install()
+    try:
+        _exercise(*_define())
+    finally:
+        cache.uninstall()
+    assert cache.hits == 0 and cache.compiled_here > 0
+    assert cache.save() and _cache(home)._read()
+
+
+def test_a_valid_index_with_an_invalid_item_counts_it_absent(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    _write(home, codecache._pack({_KEY: _entry("not code"), (0, "exec", "2"): _entry(_CODE)}))
+    assert list(_cache(home)._read()) == [(0, "exec", "2")]
 
 
 def _valid_file(home: Path) -> Path:
@@ -558,24 +571,23 @@ def test_a_second_use_is_served_again_and_the_file_learns_it(tmp_path: Path) -> 
 
 
 def test_the_index_finds_every_key_and_no_other() -> None:
-    """The open-addressed index: every stored key (including ones whose first eight bytes
-    collide) leads to its own item, and keys not stored lead nowhere."""
+    """Keys are the texts themselves (with flags and mode): every stored key leads to its
+    own item, the same text under another mode or flags, or as bytes, is another key, and
+    keys not stored (or not shaped like keys) lead nowhere."""
     rng = random.Random(7)
-    keys = [rng.randbytes(16) for _ in range(1500)]
-    keys += [keys[0][:8] + rng.randbytes(8) for _ in range(20)]  # same starting slot
+    texts = [
+        "".join(rng.choice("abc(): \n") for _ in range(rng.randrange(1, 80))) for _ in range(1500)
+    ]
+    keys = list(dict.fromkeys((0, "exec", t) for t in texts))
+    keys += [(0, "eval", keys[0][2]), (1, "exec", keys[0][2]), (0, "re", keys[0][2].encode())]
+    keys += [(0, "re", "\ud800 lone surrogate")]
     items = {key: marshal.dumps(i) for i, key in enumerate(keys)}
-    data = codecache._pack(items)
+    bad = {("not", "a key"): b"x", (0, "exec", 5): b"y", (0, "exec", "empty"): b""}
+    data = codecache._pack({**items, **bad})
     size = int.from_bytes(data[len(codecache._header()) : _START], "little")
-    table = codecache._Table.parse(data[_START : _START + size], _START + size, len(data))
-    assert table is not None
-    assert codecache._Table.parse(data[_START : _START + size], _START + size, 100) is not None
-    assert list(codecache._Table.parse(data[_START : _START + size], 0, 100).items()) == []
-    found = dict(table.items())
-    assert set(found) == set(keys)
+    index = marshal.loads(data[_START : _START + size])  # noqa: S302
+    assert set(index) == set(keys)  # malformed keys and empty items are not written
     for i, key in enumerate(keys):
-        where = table.get(key)
-        assert where == found[key]
-        offset, length = where >> 32, where & codecache._LENGTH_MASK
+        offset, length = codecache._place(index[key], _START + size, len(data))
         assert marshal.loads(data[offset : offset + length]) == i  # noqa: S302
-    assert all(table.get(rng.randbytes(16)) is None for _ in range(1500))
-    assert table.get(bytes(16)) is None and table.get(b"short") is None
+    assert all(index.get((0, "exec", t + "!")) is None for t in texts)

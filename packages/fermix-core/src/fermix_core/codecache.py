@@ -15,11 +15,12 @@ it is installed, the ``exec`` that :mod:`dataclasses` calls, the ``compile`` tha
 source text up in a table of code objects loaded with
 :mod:`marshal` from one file, and compile (and remember) only what the table lacks. The
 text, the compile mode and the ``__future__`` flags the call would inherit are the whole
-key (held as a 128-bit BLAKE2 digest): the same text compiled the same way by the same
-interpreter gives the same code, so an entry cannot go stale — a changed class produces a
-different text. The file records the interpreter's bytecode magic number; a file from
-another Python, a truncated or otherwise unreadable file, or one that is not a private
-regular file of this user counts as empty and is rewritten. Nothing else changes: the
+key (the text itself, so a lookup is one dictionary probe and a match is exact): the same
+text compiled the same way by the same interpreter gives the same code, so an entry cannot
+go stale — a changed class produces a different text. The file records the interpreter's
+bytecode magic number; a file from another Python, a truncated or otherwise unreadable
+file, or one that is not a private regular file of this user counts as empty and is
+rewritten. Nothing else changes: the
 callers run the same ``exec``/``eval`` with the same globals and namespace, only on code
 compiled earlier; a call the table cannot serve exactly (another file name, explicit
 flags) goes to the built-in unchanged. Regular expressions are served the same way one
@@ -49,8 +50,7 @@ MAX_ENTRIES = 6000
 READ_WHOLE_BYTES = 2 * 1024 * 1024
 #: The modules served from the table, and the built-in each one's calls go through.
 MODULES = {"dataclasses": "exec", "typing": "compile", "collections": "eval"}
-_FORMAT = b"fermix-generated-code-7\n"
-_DIGEST = 16
+_FORMAT = b"fermix-generated-code-8\n"
 
 
 def _header() -> bytes:
@@ -86,15 +86,17 @@ class GeneratedCodeCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        #: key -> where the item's bytes are in the file (:func:`_where`): the file's
-        #: :class:`_Table` (or ``{}`` without one); ``None`` until read.
-        self._index: _Table | dict[bytes, int] | None = None
+        #: key (:func:`_key`) -> where the item's bytes are (:func:`_where`, from the start
+        #: of the items): the file's index (``{}`` without one); ``None`` until read.
+        self._index: dict[Any, int] | None = None
+        #: Where the file's items start and end.
+        self._start = self._end = 0
         self._fd: int | None = None
         #: The whole file, while it is kept (see :data:`READ_WHOLE_BYTES`).
         self._whole: memoryview | None = None
-        self._repeats: dict[bytes, Any] = {}
-        self._used: set[bytes] = set()
-        self._new: dict[bytes, Any] = {}
+        self._repeats: dict[Any, Any] = {}
+        self._used: set[Any] = set()
+        self._new: dict[Any, Any] = {}
         self._compiled = 0
         self._installed: list[tuple[Any, str]] = []
         self._flags: dict[str, int] = {}
@@ -103,14 +105,14 @@ class GeneratedCodeCache:
 
     # ------------------------------------------------------------------ the file
 
-    def _open(self) -> tuple[int, _Table, int] | None:
-        """The file's descriptor, index and size, when it is a usable cache file, else
-        ``None``.
+    def _open(self) -> tuple[int, dict[Any, int], int, int] | None:
+        """The file's descriptor, index, and where its items start and end, when it is a
+        usable cache file, else ``None``.
 
         Usable: a regular file (not followed through a link) of this user that others
         cannot write, no larger than :data:`MAX_BYTES`, with this interpreter's header
-        and an index shaped like one (an entry whose place lies outside the file's items
-        counts as absent).
+        and an index that is a dictionary (an entry whose place lies outside the file's
+        items, or whose key is not shaped like one, counts as absent).
         """
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
@@ -133,18 +135,22 @@ class GeneratedCodeCache:
             start = len(header) + 8
             if size > info.st_size - start:
                 raise ValueError("truncated")
-            index = _Table.parse(os.pread(fd, size, start), start + size, info.st_size)
-            if index is None:
+            raw = os.pread(fd, size, start)
+            index = marshal.loads(raw) if len(raw) == size else None  # noqa: S302
+            if type(index) is not dict:
                 raise ValueError("not an index")
         except (OSError, EOFError, ValueError, TypeError):
             os.close(fd)
             return None
-        return fd, index, info.st_size
+        return fd, index, start + size, info.st_size
 
-    def _load(self, where: int) -> Any:
+    def _load(self, where: Any) -> Any:
         """The item stored at *where* (see :func:`_where`), or ``None`` when its bytes are
-        not a valid item."""
-        offset, length = where >> 32, where & _LENGTH_MASK
+        not a valid item or lie outside the file's items."""
+        place = _place(where, self._start, self._end)
+        if place is None:
+            return None
+        offset, length = place
         whole = self._whole
         if whole is not None:
             return _item(whole[offset : offset + length], length)
@@ -163,45 +169,37 @@ class GeneratedCodeCache:
         """Drop the file's bytes read in one go; later lookups read each item as asked."""
         self._whole = None
 
-    def _read(self) -> dict[bytes, Any]:
+    def _read(self) -> dict[Any, Any]:
         """Every valid item of the file (``{}`` when the file is unusable); an item whose
         bytes are not a valid item counts as absent, as it does when a process asks."""
+        return {
+            key: value
+            for key, data in self._raw().items()
+            if (value := _item(data, len(data))) is not None
+        }
+
+    def _raw(self) -> dict[Any, bytes]:
+        """Every entry of the file with a valid key and place, as its stored bytes (``{}``
+        when the file is unusable)."""
         opened = self._open()
         if opened is None:
             return {}
-        fd, index, _size = opened
-        table: dict[bytes, Any] = {}
+        fd, index, start, end = opened
+        raw: dict[Any, bytes] = {}
         try:
             for key, where in index.items():
-                length = where & _LENGTH_MASK
-                try:
-                    value = _item(os.pread(fd, length, where >> 32), length)
-                except OSError:
-                    continue
-                if value is not None:
-                    table[key] = value
-        finally:
-            os.close(fd)
-        return table
-
-    def _raw(self) -> dict[bytes, bytes]:
-        """Every item of the file as its stored bytes (``{}`` when the file is unusable)."""
-        opened = self._open()
-        if opened is None:
-            return {}
-        fd, index, _size = opened
-        try:
-            return {
-                key: os.pread(fd, where & _LENGTH_MASK, where >> 32) for key, where in index.items()
-            }
+                place = _place(where, start, end)
+                if place is not None and _valid_key(key):
+                    raw[key] = os.pread(fd, place[1], place[0])
         except OSError:
             return {}
         finally:
             os.close(fd)
+        return raw
 
     # ------------------------------------------------------------------ the table
 
-    def _take(self, key: bytes) -> Any:
+    def _take(self, key: Any) -> Any:
         """The stored item under *key* (``None`` if absent); a single-use entry is read from
         the file, one this process needs again stays in memory."""
         if self._index is None:
@@ -209,7 +207,8 @@ class GeneratedCodeCache:
             if opened is None:
                 self._fd, self._index = None, {}
             else:
-                self._fd, self._index, size = opened
+                self._fd, self._index, self._start, self._end = opened
+                size = self._end
                 if size <= READ_WHOLE_BYTES:
                     try:
                         data = os.pread(self._fd, size, 0)
@@ -240,7 +239,7 @@ class GeneratedCodeCache:
             return item
         return None
 
-    def _keep(self, key: bytes, item: Any) -> None:
+    def _keep(self, key: Any, item: Any) -> None:
         """Remember *item*, compiled here because the file lacked it, for :meth:`save`."""
         self._new[key] = item
         self._compiled += 1
@@ -251,8 +250,7 @@ class GeneratedCodeCache:
         served :mod:`dataclasses` (which ``exec`` of a string there inherits; none today)."""
         if flags is None:
             flags = self._flags.get("dataclasses", 0)
-        head = flags.to_bytes(4, "little") + mode.encode("ascii") + b"\0"
-        key = _digest(head + source.encode("utf-8", "surrogatepass"))
+        key = (flags, mode, source)
         code = self._take(key)
         if code is None:
             code = compile(source, "<string>", mode, flags=flags, dont_inherit=True)
@@ -306,9 +304,7 @@ class GeneratedCodeCache:
         original = self._re_original
         if type(pattern) not in (str, bytes) or flags & _RE_DEBUG or _may_warn(pattern):
             return original(pattern, flags)
-        text = pattern.encode("utf-8", "surrogatepass") if type(pattern) is str else pattern
-        tag = b"re:s\0" if type(pattern) is str else b"re:b\0"
-        key = _digest(tag + flags.to_bytes(4, "little") + text)
+        key = (flags, "re", pattern)
         args = self._take(key)
         if args is not None and args[0] == pattern:
             from array import array
@@ -426,103 +422,49 @@ def _may_warn(pattern: str | bytes) -> bool:
 
 
 def _where(offset: int, length: int) -> int:
-    """An item's place in the file as one int (``offset << 32 | length``), stored in the
-    index as eight little-endian bytes."""
+    """An item's place as one int (``offset << 32 | length``; the offset counts from the
+    first item, so the index's own size does not move it)."""
     return offset << 32 | length
 
 
 _LENGTH_MASK = (1 << 32) - 1
 
 
-def _pack(items: dict[bytes, bytes]) -> bytes:
-    """The file: header, the index's size, the index (a :class:`_Table` of each key and
-    the :func:`_where` of its item: offset from the start of the file, length), then the
-    items' marshalled bytes."""
-    entries = [(key, data) for key, data in items.items() if len(key) == _DIGEST and key != _EMPTY]
-    slots = 8
-    while slots * 3 < (len(entries) + 1) * 4:  # at most three quarters full, one slot free
-        slots *= 2
-    mask = slots - 1
-    keys, wheres = bytearray(slots * _DIGEST), bytearray(slots * 8)
-    header = _header()
-    offset = len(header) + 8 + slots * _SLOT
-    for key, data in entries:
-        slot = int.from_bytes(key[:8], "little") & mask
-        while keys[slot * _DIGEST : (slot + 1) * _DIGEST] != _EMPTY:
-            slot = (slot + 1) & mask
-        keys[slot * _DIGEST : (slot + 1) * _DIGEST] = key
-        wheres[slot * 8 : slot * 8 + 8] = _where(offset, len(data)).to_bytes(8, "little")
-        offset += len(data)
-    index = bytes(keys + wheres)
-    return b"".join([header, len(index).to_bytes(8, "little"), index, *(d for _, d in entries)])
-
-
-#: One slot of the index: a 16-byte key, then (in the second half) an 8-byte place.
-_SLOT = _DIGEST + 8
-assert _DIGEST == 1 << 4  # slot << 4 is where a key starts
-#: The key of an empty slot (a digest of 16 zero bytes is never stored).
-_EMPTY = bytes(_DIGEST)
-#: The most slots an index may have (:data:`MAX_ENTRIES` at three quarters full).
-_MAX_SLOTS = 1 << 14
-
-
-class _Table:
-    """The file's index as it is stored: an open-addressed hash table of slots (the keys,
-    then their places as little-endian 64-bit :func:`_where` values), probed linearly from
-    the slot the key's first eight bytes name. It stays one ``bytes`` object — about
-    50 KiB for the ask's ~1,300 entries, where a dict of them held ~165 KiB — and a place
-    is checked when it is asked for: one outside the file's items counts as absent, as a
-    damaged item does."""
-
-    __slots__ = ("_end", "_mask", "_raw", "_slots", "_start")
-
-    def __init__(self, raw: bytes, slots: int, start: int, end: int) -> None:
-        self._raw, self._slots, self._mask = raw, slots, slots - 1
-        self._start, self._end = start, end
-
-    @classmethod
-    def parse(cls, raw: bytes, start: int, end: int) -> _Table | None:
-        """*raw* as an index whose items lie between file offsets *start* and *end*, or
-        ``None`` when it is not shaped like one (a power of two of slots, at most
-        :data:`_MAX_SLOTS`)."""
-        if not raw or len(raw) % _SLOT:
-            return None
-        slots = len(raw) // _SLOT
-        if slots & (slots - 1) or slots > _MAX_SLOTS:
-            return None
-        return cls(raw, slots, start, end)
-
-    def _place(self, slot: int) -> int | None:
-        at = self._slots * _DIGEST + slot * 8
-        where = int.from_bytes(self._raw[at : at + 8], "little")
-        offset, length = where >> 32, where & _LENGTH_MASK
-        if offset < self._start or length <= 0 or offset + length > self._end:
-            return None
-        return where
-
-    def get(self, key: bytes) -> int | None:
-        """Where *key*'s item is, or ``None`` (an empty slot's place lies in no file)."""
-        raw, mask = self._raw, self._mask
-        slot = int.from_bytes(key[:8], "little") & mask
-        for _ in range(self._slots):
-            at = slot * _DIGEST
-            found = raw[at : at + _DIGEST]
-            if found == key:
-                return self._place(slot)
-            if found == _EMPTY:
-                return None
-            slot = (slot + 1) & mask
+def _place(where: Any, start: int, end: int) -> tuple[int, int] | None:
+    """The file offset and length *where* stands for, or ``None`` when it is not an int or
+    names bytes outside the items (which lie between *start* and *end*)."""
+    if type(where) is not int or where < 0:
         return None
+    offset, length = start + (where >> 32), where & _LENGTH_MASK
+    if length <= 0 or offset + length > end:
+        return None
+    return offset, length
 
-    def items(self) -> Any:
-        """``(key, where)`` of every entry whose place lies inside the file's items."""
-        raw = self._raw
-        for slot in range(self._slots):
-            key = raw[slot * _DIGEST : (slot + 1) * _DIGEST]
-            if key != _EMPTY:
-                where = self._place(slot)
-                if where is not None:
-                    yield key, where
+
+def _valid_key(key: Any) -> bool:
+    """The shape of a key: ``(flags, mode, text)`` — the compile flags, the mode
+    (``"exec"``, ``"eval"``, or ``"re"`` for a pattern) and the text (``bytes`` only for a
+    bytes pattern)."""
+    return (
+        type(key) is tuple
+        and len(key) == 3
+        and type(key[0]) is int
+        and type(key[1]) is str
+        and type(key[2]) in (str, bytes)
+    )
+
+
+def _pack(items: dict[Any, bytes]) -> bytes:
+    """The file: header, the index's size, the index (a marshalled dictionary of each key
+    and the :func:`_where` of its item), then the items' marshalled bytes."""
+    entries = [(key, data) for key, data in items.items() if _valid_key(key) and data]
+    index: dict[Any, int] = {}
+    offset = 0
+    for key, data in entries:
+        index[key] = _where(offset, len(data))
+        offset += len(data)
+    raw = marshal.dumps(index)
+    return b"".join([_header(), len(raw).to_bytes(8, "little"), raw, *(d for _, d in entries)])
 
 
 def _item(data: bytes | memoryview, length: int) -> Any:
@@ -577,19 +519,6 @@ class _SreRecorder:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sre, name)
-
-
-_blake2b: Any = None
-
-
-def _digest(data: bytes) -> bytes:
-    # Called ~2,000 times by a cold ask: the import statement cost as much as the hash.
-    global _blake2b
-    if _blake2b is None:
-        from hashlib import blake2b
-
-        _blake2b = blake2b
-    return _blake2b(data, digest_size=_DIGEST).digest()
 
 
 def _future_flags(module: Any) -> int:
