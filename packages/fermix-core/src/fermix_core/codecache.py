@@ -20,11 +20,10 @@ text compiled the same way by the same interpreter gives the same code, so an en
 go stale — a changed class produces a different text. The file records the interpreter's
 bytecode magic number; a file from another Python, a truncated or otherwise unreadable
 file, or one that is not a private regular file of this user counts as empty and is
-rewritten. Nothing else changes: the
-callers run the same ``exec``/``eval`` with the same globals and namespace, only on code
-compiled earlier; a call the table cannot serve exactly (another file name, explicit
-flags) goes to the built-in unchanged. Regular expressions are served the same way one
-level down (:meth:`GeneratedCodeCache.compile_pattern`).
+rewritten. Nothing else changes: the callers run the same ``exec``/``eval`` with the same
+globals and namespace, only on code compiled earlier; a call the table cannot serve exactly
+(another file name, explicit flags) goes to the built-in unchanged. Regular expressions are
+served the same way one level down (:meth:`GeneratedCodeCache.compile_pattern`).
 """
 
 from __future__ import annotations
@@ -86,8 +85,9 @@ class GeneratedCodeCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        #: key (:func:`_key`) -> where the item's bytes are (:func:`_where`, from the start
-        #: of the items): the file's index (``{}`` without one); ``None`` until read.
+        #: key (``(flags, mode, text)``, see :func:`_valid_key`) -> where the item's bytes
+        #: are (:func:`_where`, from the start of the items): the file's index (``{}``
+        #: without one); ``None`` until read.
         self._index: dict[Any, int] | None = None
         #: Where the file's items start and end.
         self._start = self._end = 0

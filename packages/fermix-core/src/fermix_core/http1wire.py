@@ -326,12 +326,10 @@ class Connection(asyncio.Protocol):
             if body is not None and not chunked:
                 await self._write_all(body, timeouts, request)
             else:
-                pieces: Any = stream if stream is not None else (() if body is None else (body,))
-                if hasattr(pieces, "__aiter__"):
-                    async for piece in pieces:
-                        await self._write_piece(piece, chunked, timeouts, request)
-                else:
-                    for piece in pieces:
+                if body is not None:  # a known body the request's headers say is chunked
+                    await self._write_piece(body, chunked, timeouts, request)
+                elif stream is not None:
+                    async for piece in stream:
                         await self._write_piece(piece, chunked, timeouts, request)
                 if chunked:
                     await self._write_all(b"0\r\n\r\n", timeouts, request)

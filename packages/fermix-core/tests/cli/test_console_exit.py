@@ -45,6 +45,32 @@ def test_leaving_does_first_what_the_interpreter_does_first(tmp_path: Path) -> N
     assert result.stderr == ""
 
 
+TEARDOWN = """
+import os, sys
+from fermix_core.cli import entry
+class Witness:  # says so when the interpreter's teardown frees it
+    def __init__(self): self.write = os.write
+    def __del__(self): self.write(1, b"torn down")
+witness = Witness()
+def ran_an_ask():
+    entry._one_off_done = sys.argv[1] == "one-off"
+    return 4
+entry.main = ran_an_ask
+entry.console()
+"""
+
+
+@pytest.mark.parametrize(("kind", "torn_down"), [("one-off", False), ("other", True)])
+def test_only_a_one_off_ask_skips_the_teardown(kind: str, torn_down: bool) -> None:
+    """After a plain console ask the interpreter's teardown does not run (an object freed
+    by it never is); after any other command it does; the exit code is main()'s either way."""
+    result = subprocess.run(
+        [sys.executable, "-c", TEARDOWN, kind], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 4
+    assert ("torn down" in result.stdout) is torn_down
+
+
 def _completion(request: RecordedRequest) -> Reply:
     return chat_completion(ANSWER, model="qwen3")
 

@@ -37,7 +37,7 @@ def console() -> None:
     order: wait for threads that are not daemons, run the ``atexit`` callbacks (logging's
     flush and close among them), flush standard output and error; then the process exits
     with the ask's code. Output that cannot be written (a closed pipe) ends it with code
-    1, quietly). Every other command, an embedding program and ``main()`` called directly
+    1, quietly. Every other command, an embedding program and ``main()`` called directly
     end as usual.
     """
     try:
@@ -55,6 +55,7 @@ def console() -> None:
 
 
 def _leave(code: int) -> None:
+    """Python's exit up to its teardown (see :func:`console`), then the end of the process."""
     import atexit
     import contextlib
     import os
@@ -110,6 +111,7 @@ def _ask(args: list[str], *, console: bool) -> int:
     (:mod:`fermix_core.startup`); a caller that passes its own argv (an embedding program,
     a test) keeps its interpreter as it is.
     """
+    global _one_off_done
     if console:
         from fermix_core import startup
 
@@ -123,7 +125,6 @@ def _ask(args: list[str], *, console: bool) -> int:
 
             configure_logging()
             code = ask_command(**options)
-            global _one_off_done
             _one_off_done = console
             return code
         if console:
